@@ -1,0 +1,391 @@
+use super::*;
+
+const T0: u64 = 1_700_000_000_000;
+
+fn service(tier: Tier) -> Payments {
+    let mut p = Payments::in_memory(tier);
+    p.add_order("A1", 10_000).unwrap();
+    p
+}
+
+// ---- tier 1: dedupe by key ----
+
+#[test]
+fn tier1_same_key_inside_window_returns_first_refund() {
+    let mut p = service(Tier::ONE);
+    let first = p
+        .refund("A1", 2_000, Some("k1"), Some("eff-1"), T0)
+        .unwrap();
+    let again = p
+        .refund(
+            "A1",
+            2_000,
+            Some("k1"),
+            Some("eff-1"),
+            T0 + DEDUPE_WINDOW_MS,
+        )
+        .unwrap();
+    assert_eq!(first, again);
+    assert_eq!(first.id, "re_0001");
+    assert_eq!(first.idempotency_key.as_deref(), Some("k1"));
+    assert_eq!(p.refund_count(), 1);
+    assert_eq!(p.refunded_cents("A1"), 2_000);
+}
+
+#[test]
+fn tier1_replay_is_returned_even_when_order_no_longer_eligible() {
+    let mut p = service(Tier::ONE);
+    let first = p.refund("A1", 2_000, Some("k1"), None, T0).unwrap();
+    p.set_eligible("A1", false).unwrap();
+    let again = p.refund("A1", 2_000, Some("k1"), None, T0 + 5).unwrap();
+    assert_eq!(first, again);
+    assert_eq!(p.refund_count(), 1);
+}
+
+#[test]
+fn tier1_same_key_other_amount_is_mismatch_and_creates_nothing() {
+    let mut p = service(Tier::ONE);
+    p.refund("A1", 2_000, Some("k1"), Some("eff-1"), T0)
+        .unwrap();
+    let err = p
+        .refund("A1", 3_000, Some("k1"), Some("eff-1"), T0 + 1_000)
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::IdempotencyMismatch { ref key } if key == "k1"),
+        "{err:?}"
+    );
+    assert_eq!(p.refund_count(), 1);
+    assert_eq!(p.refunded_cents("A1"), 2_000);
+}
+
+#[test]
+fn tier1_same_key_other_order_is_mismatch() {
+    let mut p = service(Tier::ONE);
+    p.add_order("B2", 5_000).unwrap();
+    p.refund("A1", 2_000, Some("k1"), None, T0).unwrap();
+    let err = p.refund("B2", 2_000, Some("k1"), None, T0 + 1).unwrap_err();
+    assert!(matches!(err, Error::IdempotencyMismatch { .. }), "{err:?}");
+    assert_eq!(p.refund_count(), 1);
+}
+
+#[test]
+fn tier1_key_is_forgotten_after_window() {
+    let mut p = service(Tier::ONE);
+    let first = p.refund("A1", 2_000, Some("k1"), None, T0).unwrap();
+    let second = p
+        .refund("A1", 2_000, Some("k1"), None, T0 + DEDUPE_WINDOW_MS + 1)
+        .unwrap();
+    assert_ne!(first.id, second.id);
+    assert_eq!(second.id, "re_0002");
+    assert_eq!(p.refund_count(), 2);
+    assert_eq!(p.refunded_cents("A1"), 4_000);
+    // The window now runs from the second use: a replay soon after returns the second.
+    let third = p
+        .refund("A1", 2_000, Some("k1"), None, T0 + DEDUPE_WINDOW_MS + 10)
+        .unwrap();
+    assert_eq!(third, second);
+    assert_eq!(p.refund_count(), 2);
+}
+
+#[test]
+fn tier1_other_amount_after_window_is_a_new_refund() {
+    let mut p = service(Tier::ONE);
+    p.refund("A1", 2_000, Some("k1"), None, T0).unwrap();
+    let r = p
+        .refund("A1", 3_000, Some("k1"), None, T0 + DEDUPE_WINDOW_MS + 1)
+        .unwrap();
+    assert_eq!(r.amount_cents, 3_000);
+    assert_eq!(p.refund_count(), 2);
+}
+
+#[test]
+fn tier1_without_key_does_not_dedupe() {
+    let mut p = service(Tier::ONE);
+    p.refund("A1", 2_000, None, None, T0).unwrap();
+    p.refund("A1", 2_000, None, None, T0).unwrap();
+    assert_eq!(p.refund_count(), 2);
+}
+
+// ---- tier 2 / lookup ----
+
+#[test]
+fn tier2_find_by_reference_finds_the_refund() {
+    let mut p = service(Tier::TWO);
+    p.refund("A1", 1_000, None, Some("eff-0"), T0).unwrap();
+    let r = p
+        .refund("A1", 2_000, Some("k1"), Some("eff-1"), T0)
+        .unwrap();
+    assert_eq!(r.idempotency_key, None, "tier 2 ignores keys");
+    assert_eq!(p.find_by_reference("eff-1").unwrap(), Some(r));
+    assert_eq!(p.find_by_reference("eff-9").unwrap(), None);
+}
+
+#[test]
+fn tier1_plus_lookup_dedupes_and_finds() {
+    let tier = Tier::parse("1+lookup").unwrap();
+    let mut p = service(tier);
+    let r = p
+        .refund("A1", 2_000, Some("k1"), Some("eff-1"), T0)
+        .unwrap();
+    let again = p
+        .refund("A1", 2_000, Some("k1"), Some("eff-1"), T0 + 1)
+        .unwrap();
+    assert_eq!(again, r);
+    assert_eq!(p.refund_count(), 1);
+    // F10: past the window the key is gone, but lookup still finds the refund.
+    assert_eq!(p.find_by_reference("eff-1").unwrap(), Some(r));
+}
+
+#[test]
+fn lookup_unsupported_on_tier1_and_tier3() {
+    for tier in [Tier::ONE, Tier::THREE] {
+        let mut p = service(tier);
+        p.refund("A1", 2_000, Some("k1"), Some("eff-1"), T0)
+            .unwrap();
+        let err = p.find_by_reference("eff-1").unwrap_err();
+        assert!(matches!(err, Error::LookupUnsupported), "{tier:?}: {err:?}");
+    }
+}
+
+// ---- tier 3 ----
+
+#[test]
+fn tier3_key_does_not_dedupe() {
+    let mut p = service(Tier::THREE);
+    let a = p
+        .refund("A1", 2_000, Some("k1"), Some("eff-1"), T0)
+        .unwrap();
+    let b = p
+        .refund("A1", 2_000, Some("k1"), Some("eff-1"), T0 + 1)
+        .unwrap();
+    assert_ne!(a.id, b.id);
+    assert_eq!(p.refund_count(), 2);
+    assert_eq!(p.refunded_cents("A1"), 4_000);
+    assert_eq!(a.reference.as_deref(), Some("eff-1"), "reference is stored");
+    // A different amount under the same key is no mismatch either.
+    p.refund("A1", 3_000, Some("k1"), None, T0 + 2).unwrap();
+    assert_eq!(p.refund_count(), 3);
+}
+
+// ---- premises ----
+
+#[test]
+fn premises_exclude_own_reference_but_count_hand_refunds() {
+    let mut p = service(Tier::THREE);
+    p.refund("A1", 2_000, None, Some("eff-1"), T0).unwrap();
+    p.refund("A1", 500, None, Some("eff-2"), T0).unwrap();
+    let hand = p.refund_by_hand("A1", 1_200, T0).unwrap();
+    assert!(hand.by_hand);
+    assert_eq!(hand.reference, None);
+    assert_eq!(hand.idempotency_key, None);
+
+    let v = p.premises("A1", Some("eff-1")).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"eligible": true, "refunded_by_others_cents": 1_700})
+    );
+    let all = p.premises("A1", None).unwrap();
+    assert_eq!(all["refunded_by_others_cents"], 3_700);
+
+    p.set_eligible("A1", false).unwrap();
+    assert_eq!(p.premises("A1", Some("eff-1")).unwrap()["eligible"], false);
+}
+
+#[test]
+fn premises_only_count_the_named_order() {
+    let mut p = service(Tier::ONE);
+    p.add_order("B2", 5_000).unwrap();
+    p.refund_by_hand("B2", 4_000, T0).unwrap();
+    assert_eq!(
+        p.premises("A1", None).unwrap()["refunded_by_others_cents"],
+        0
+    );
+    assert!(matches!(
+        p.premises("ZZ", None).unwrap_err(),
+        Error::UnknownOrder(o) if o == "ZZ"
+    ));
+}
+
+// ---- checks ----
+
+#[test]
+fn exceeds_balance() {
+    let mut p = service(Tier::THREE);
+    p.refund("A1", 8_000, None, None, T0).unwrap();
+    let err = p.refund("A1", 2_001, None, None, T0).unwrap_err();
+    match err {
+        Error::ExceedsBalance {
+            order,
+            requested_cents,
+            remaining_cents,
+        } => {
+            assert_eq!(order, "A1");
+            assert_eq!(requested_cents, 2_001);
+            assert_eq!(remaining_cents, 2_000);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.refund_count(), 1);
+    // Exactly the remainder is fine; hand refunds obey the balance too.
+    p.refund("A1", 2_000, None, None, T0).unwrap();
+    assert!(matches!(
+        p.refund_by_hand("A1", 1, T0).unwrap_err(),
+        Error::ExceedsBalance { .. }
+    ));
+}
+
+#[test]
+fn not_eligible() {
+    let mut p = service(Tier::ONE);
+    p.set_eligible("A1", false).unwrap();
+    let err = p.refund("A1", 100, Some("k"), None, T0).unwrap_err();
+    assert!(
+        matches!(err, Error::NotEligible(ref o) if o == "A1"),
+        "{err:?}"
+    );
+    assert_eq!(p.refund_count(), 0);
+    p.set_eligible("A1", true).unwrap();
+    p.refund("A1", 100, Some("k"), None, T0).unwrap();
+}
+
+#[test]
+fn unknown_order() {
+    let mut p = service(Tier::ONE);
+    for err in [
+        p.refund("nope", 100, None, None, T0).unwrap_err(),
+        p.refund_by_hand("nope", 100, T0).unwrap_err(),
+        p.set_eligible("nope", false).unwrap_err(),
+    ] {
+        assert!(
+            matches!(err, Error::UnknownOrder(ref o) if o == "nope"),
+            "{err:?}"
+        );
+    }
+    assert_eq!(p.refund_count(), 0);
+    assert!(p.refunds("nope").is_empty());
+    assert_eq!(p.refunded_cents("nope"), 0);
+}
+
+#[test]
+fn ids_are_sequential_across_orders() {
+    let mut p = service(Tier::THREE);
+    p.add_order("B2", 5_000).unwrap();
+    let a = p.refund("A1", 1, None, None, T0).unwrap();
+    let b = p.refund_by_hand("B2", 1, T0).unwrap();
+    let c = p.refund("A1", 1, None, None, T0).unwrap();
+    assert_eq!([a.id, b.id, c.id], ["re_0001", "re_0002", "re_0003"]);
+    assert_eq!(p.refunds("A1").len(), 2);
+    assert_eq!(p.refunds("B2").len(), 1);
+}
+
+// ---- persistence ----
+
+#[test]
+fn persistence_survives_drop_and_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("payments.json");
+    let r = {
+        let mut p = Payments::create(&path, Tier::ONE).unwrap();
+        p.add_order("A1", 10_000).unwrap();
+        p.set_eligible("A1", false).unwrap();
+        p.set_eligible("A1", true).unwrap();
+        let r = p
+            .refund("A1", 2_000, Some("k1"), Some("eff-1"), T0)
+            .unwrap();
+        p.refund_by_hand("A1", 500, T0 + 1).unwrap();
+        r
+    };
+    assert!(!dir.path().join("payments.json.tmp").exists());
+    let mut p = Payments::open(&path).unwrap();
+    assert_eq!(p.tier(), Tier::ONE);
+    assert_eq!(p.refund_count(), 2);
+    assert_eq!(p.refunds("A1")[0], r);
+    assert_eq!(p.refunded_cents("A1"), 2_500);
+    // The key is still remembered after the restart, and ids continue.
+    assert_eq!(
+        p.refund("A1", 2_000, Some("k1"), Some("eff-1"), T0 + 60_000)
+            .unwrap(),
+        r
+    );
+    assert_eq!(p.refund("A1", 1, None, None, T0).unwrap().id, "re_0003");
+    drop(p);
+    assert_eq!(Payments::open(&path).unwrap().refund_count(), 3);
+}
+
+#[test]
+fn create_persists_empty_service_and_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.json");
+    Payments::create(&path, Tier::TWO).unwrap();
+    let p = Payments::open(&path).unwrap();
+    assert_eq!(p.tier(), Tier::TWO);
+    assert_eq!(p.refund_count(), 0);
+}
+
+#[test]
+fn corrupt_file_names_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.json");
+    fs::write(&path, b"{ not json").unwrap();
+    match Payments::open(&path).unwrap_err() {
+        Error::Corrupt(msg) => assert!(msg.contains("p.json"), "{msg}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn missing_file_is_io_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Payments::open(&dir.path().join("absent.json")).unwrap_err();
+    assert!(matches!(err, Error::Io(_)), "{err:?}");
+}
+
+// ---- tiers ----
+
+#[test]
+fn tier_parse_all_forms_and_label_round_trip() {
+    assert_eq!(Tier::parse("1").unwrap(), Tier::ONE);
+    assert_eq!(Tier::parse("2").unwrap(), Tier::TWO);
+    assert_eq!(Tier::parse("3").unwrap(), Tier::THREE);
+    assert_eq!(
+        Tier::parse("1+lookup").unwrap(),
+        Tier {
+            dedupes: true,
+            lookup: true
+        }
+    );
+    assert_eq!(
+        Tier::ONE,
+        Tier {
+            dedupes: true,
+            lookup: false
+        }
+    );
+    assert_eq!(
+        Tier::TWO,
+        Tier {
+            dedupes: false,
+            lookup: true
+        }
+    );
+    assert_eq!(
+        Tier::THREE,
+        Tier {
+            dedupes: false,
+            lookup: false
+        }
+    );
+    for s in ["1", "2", "3", "1+lookup"] {
+        assert_eq!(Tier::parse(s).unwrap().label(), s);
+    }
+}
+
+#[test]
+fn tier_parse_rejects_bad_input() {
+    for s in ["4", "", "one", "2+lookup", "1+dedupe"] {
+        match Tier::parse(s) {
+            Err(Error::BadTier(b)) => assert_eq!(b, s),
+            other => panic!("{s:?}: {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The gate component: WIT types in, core calls, WIT types out. No rule lives here; if
+//! this file grows logic, that logic belongs in `interlock-core`.
+//!
+//! `no_std` keeps the component's imports to what the gate asks for (the journal and the
+//! WASI wall clock): Rust std would add wasi:cli and wasi:io for printing and exiting.
+#![no_std]
+extern crate alloc;
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+
+use interlock_core as core_;
+
+wit_bindgen::generate!({
+    world: "gate-component",
+    path: "../../wit",
+    generate_all,
+});
+
+use exports::interlock::gate::gate as g;
+use interlock::gate::{journal as wj, target as t, types as ty};
+
+#[global_allocator]
+static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
+
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo) -> ! {
+    // A broken invariant traps; a host never turns a trap into an error value.
+    core::arch::wasm32::unreachable()
+}
+
+// Without std nothing links wasi-libc, yet core's slice comparisons call `memcmp` and
+// `bcmp`; take them from the target's self-contained libc.a (pure functions, no imports).
+#[link(name = "c")]
+extern "C" {}
+
+/// The canonical ABI's allocator export. wit-bindgen 0.61 supplies it only for wasip1 and
+/// expects std's libc to supply it on wasip2; without std we define it over our allocator.
+#[no_mangle]
+unsafe extern "C" fn cabi_realloc(
+    old_ptr: *mut u8,
+    old_len: usize,
+    align: usize,
+    new_len: usize,
+) -> *mut u8 {
+    use alloc::alloc::{alloc, handle_alloc_error, realloc, Layout};
+    if new_len == 0 {
+        return align as *mut u8;
+    }
+    let layout;
+    let ptr = if old_len == 0 {
+        layout = Layout::from_size_align_unchecked(new_len, align);
+        alloc(layout)
+    } else {
+        layout = Layout::from_size_align_unchecked(old_len, align);
+        realloc(old_ptr, layout, new_len)
+    };
+    if ptr.is_null() {
+        handle_alloc_error(layout);
+    }
+    ptr
+}
+
+/// The component's one gate. Wasm components are single-threaded, so a RefCell suffices.
+struct One(RefCell<Option<core_::Gate>>);
+unsafe impl Sync for One {}
+static GATE: One = One(RefCell::new(None));
+
+fn with_gate<R>(f: impl FnOnce(&mut core_::Gate, &mut HostJournal, u64) -> R) -> R {
+    let mut slot = GATE.0.borrow_mut();
+    let gate = slot.get_or_insert_with(core_::Gate::new);
+    f(gate, &mut HostJournal, now_ms())
+}
+
+fn now_ms() -> u64 {
+    let t = wasi::clocks::wall_clock::now();
+    t.seconds
+        .saturating_mul(1000)
+        .saturating_add(u64::from(t.nanoseconds / 1_000_000))
+}
+
+/// The imported journal, seen through the core's trait.
+struct HostJournal;
+
+fn journal_err(e: wj::JournalError) -> core_::JournalError {
+    match e {
+        wj::JournalError::Conflict(n) => core_::JournalError::Conflict(n),
+        wj::JournalError::Io(m) => core_::JournalError::Io(m),
+        wj::JournalError::Corrupt(m) => core_::JournalError::Corrupt(m),
+        wj::JournalError::TornTail(m) => core_::JournalError::TornTail(m),
+        wj::JournalError::Other(m) => core_::JournalError::Other(m),
+    }
+}
+
+fn to_wit_journal_err(e: core_::JournalError) -> wj::JournalError {
+    match e {
+        core_::JournalError::Conflict(n) => wj::JournalError::Conflict(n),
+        core_::JournalError::Io(m) => wj::JournalError::Io(m),
+        core_::JournalError::Corrupt(m) => wj::JournalError::Corrupt(m),
+        core_::JournalError::TornTail(m) => wj::JournalError::TornTail(m),
+        core_::JournalError::Other(m) => wj::JournalError::Other(m),
+    }
+}
+
+impl core_::Journal for HostJournal {
+    fn append(
+        &mut self,
+        stream: &str,
+        expected_len: u64,
+        entries: &[String],
+        durable: bool,
+        open: bool,
+    ) -> Result<(), core_::JournalError> {
+        wj::append(stream, expected_len, entries, durable, open).map_err(journal_err)
+    }
+    fn read(&mut self, stream: &str, start: u64) -> Result<Vec<String>, core_::JournalError> {
+        wj::read(stream, start).map_err(journal_err)
+    }
+    fn length(&mut self, stream: &str) -> Result<u64, core_::JournalError> {
+        wj::length(stream).map_err(journal_err)
+    }
+    fn open_streams(&mut self) -> Result<Vec<String>, core_::JournalError> {
+        wj::open_streams().map_err(journal_err)
+    }
+    fn streams(&mut self) -> Result<Vec<String>, core_::JournalError> {
+        wj::streams().map_err(journal_err)
+    }
+    fn sync(&mut self) -> Result<(), core_::JournalError> {
+        wj::sync().map_err(journal_err)
+    }
+}
+
+macro_rules! same_enum {
+    ($from:ty => $to:ty { $($v:ident),+ $(,)? }) => {
+        impl From<$from> for $to {
+            fn from(x: $from) -> $to { match x { $(<$from>::$v => <$to>::$v),+ } }
+        }
+    };
+}
+same_enum!(core_::State => ty::State { Proposed, Authorized, Dispatched, Committed, Refused, Ambiguous, Confirmed });
+same_enum!(core_::Executed => ty::Executed { Yes, No, Unknown });
+same_enum!(core_::Reason => ty::Reason {
+    ConflictingPayload, LeaseMissing, LeaseExpired, LeaseRevoked, NotAllowed, PremiseChanged,
+    ApprovalMissing, ApprovalExpired, ApprovalRevoked, ApprovalStale, CapExceeded, TargetRejected,
+    NoDedupeNoLookup, DedupeWindowPassed, ClaimLive, ReadFailed, TargetUnavailable,
+});
+same_enum!(core_::ProblemKind => g::ProblemKind { HashMismatch, BrokenLink, BadSeq, Unparsable, Truncated });
+
+fn outcome(o: core_::Outcome) -> ty::Outcome {
+    ty::Outcome {
+        effect_id: o.effect_id,
+        state: o.state.into(),
+        reason: o.reason.map(Into::into),
+        executed: o.executed.into(),
+        result: o.result,
+        changed: o
+            .changed
+            .into_iter()
+            .map(|c| ty::PremiseChange {
+                name: c.name,
+                was: c.was,
+                now: c.now,
+            })
+            .collect(),
+        return_to: o.return_to,
+        replayed: o.replayed,
+    }
+}
+
+fn step(s: core_::Step) -> t::Step {
+    let ask = match s.ask {
+        core_::Ask::Capture {
+            effect_id,
+            target,
+            effect,
+            names,
+        } => t::Ask::Capture(t::CaptureRequest {
+            effect_id,
+            target,
+            effect,
+            names,
+        }),
+        core_::Ask::Authorize {
+            effect_id,
+            target,
+            effect,
+            agent,
+        } => t::Ask::Authorize(t::AuthorizeRequest {
+            effect_id,
+            target,
+            effect,
+            agent,
+        }),
+        core_::Ask::Apply {
+            effect_id,
+            target,
+            effect,
+            idempotency_key,
+            attempt,
+        } => t::Ask::Apply(t::ApplyRequest {
+            effect_id,
+            target,
+            effect,
+            idempotency_key,
+            attempt,
+        }),
+        core_::Ask::Query {
+            effect_id,
+            target,
+            effect,
+        } => t::Ask::Query(t::QueryRequest {
+            effect_id,
+            target,
+            effect,
+        }),
+        core_::Ask::Done(o) => t::Ask::Done(outcome(o)),
+    };
+    t::Step { op: s.op, ask }
+}
+
+fn reply(r: t::Reply) -> core_::Reply {
+    match r {
+        t::Reply::Captured(j) => core_::Reply::Captured(j),
+        t::Reply::Allowed(b) => core_::Reply::Allowed(b),
+        t::Reply::Applied(j) => core_::Reply::Applied(j),
+        t::Reply::Rejected(m) => core_::Reply::Rejected(m),
+        t::Reply::Unknown(m) => core_::Reply::Unknown(m),
+        t::Reply::Found(j) => core_::Reply::Found(j),
+        t::Reply::NotFound => core_::Reply::NotFound,
+        t::Reply::Failed(m) => core_::Reply::Failed(m),
+    }
+}
+
+fn err(e: core_::GateError) -> g::GateError {
+    match e {
+        core_::GateError::InvalidJson(m) => g::GateError::InvalidJson(m),
+        core_::GateError::InvalidField { field, problem } => {
+            g::GateError::InvalidField(g::FieldError { field, problem })
+        }
+        core_::GateError::TooLarge(n) => g::GateError::TooLarge(n),
+        core_::GateError::UnknownEffect(id) => g::GateError::UnknownEffect(id),
+        core_::GateError::UnknownOperation(op) => g::GateError::UnknownOperation(op),
+        core_::GateError::UnexpectedReply(m) => g::GateError::UnexpectedReply(m),
+        core_::GateError::Journal(j) => g::GateError::Journal(to_wit_journal_err(j)),
+        core_::GateError::CorruptJournal(m) => g::GateError::CorruptJournal(m),
+        core_::GateError::Contention(m) => g::GateError::Contention(m),
+    }
+}
+
+fn report(r: core_::VerifyReport) -> g::VerifyReport {
+    g::VerifyReport {
+        streams: r.streams,
+        entries: r.entries,
+        problems: r
+            .problems
+            .into_iter()
+            .map(|p| g::Problem {
+                stream: p.stream,
+                seq: p.seq,
+                kind: p.kind.into(),
+                detail: p.detail,
+            })
+            .collect(),
+    }
+}
+
+struct Component;
+
+impl g::Guest for Component {
+    fn effect_id_of(proposal: String) -> Result<String, g::GateError> {
+        with_gate(|gate, _, _| gate.effect_id_of(&proposal)).map_err(err)
+    }
+    fn submit(proposal: String) -> Result<t::Step, g::GateError> {
+        with_gate(|gate, j, now| gate.submit(j, now, &proposal))
+            .map(step)
+            .map_err(err)
+    }
+    fn resume(op: u64, r: t::Reply) -> Result<t::Step, g::GateError> {
+        with_gate(|gate, j, now| gate.resume(j, now, op, reply(r)))
+            .map(step)
+            .map_err(err)
+    }
+    fn cancel(op: u64) {
+        with_gate(|gate, _, _| gate.cancel(op))
+    }
+    fn open_effects() -> Result<Vec<String>, g::GateError> {
+        with_gate(|gate, j, _| gate.open_effects(j)).map_err(err)
+    }
+    fn recover(effect: String) -> Result<t::Step, g::GateError> {
+        with_gate(|gate, j, now| gate.recover(j, now, &effect))
+            .map(step)
+            .map_err(err)
+    }
+    fn grant_lease(lease: String, expires_at_ms: u64) -> Result<(), g::GateError> {
+        with_gate(|gate, j, now| gate.grant_lease(j, now, &lease, expires_at_ms)).map_err(err)
+    }
+    fn revoke_lease(lease: String) -> Result<(), g::GateError> {
+        with_gate(|gate, j, now| gate.revoke_lease(j, now, &lease)).map_err(err)
+    }
+    fn approve(approval: String) -> Result<(), g::GateError> {
+        with_gate(|gate, j, now| gate.approve(j, now, &approval)).map_err(err)
+    }
+    fn revoke_approval(approval: String) -> Result<(), g::GateError> {
+        with_gate(|gate, j, now| gate.revoke_approval(j, now, &approval)).map_err(err)
+    }
+    fn confirm(effect: String, evidence: String) -> Result<ty::Outcome, g::GateError> {
+        with_gate(|gate, j, now| gate.confirm(j, now, &effect, &evidence))
+            .map(outcome)
+            .map_err(err)
+    }
+    fn receipt(effect: String, key: Option<Vec<u8>>) -> Result<String, g::GateError> {
+        with_gate(|gate, j, _| gate.receipt(j, &effect, key.as_deref())).map_err(err)
+    }
+    fn check_receipt(receipt: String, key: Vec<u8>) -> Result<g::VerifyReport, g::GateError> {
+        with_gate(|gate, j, _| gate.check_receipt(j, &receipt, &key))
+            .map(report)
+            .map_err(err)
+    }
+    fn verify(anchors: Vec<String>) -> Result<g::VerifyReport, g::GateError> {
+        with_gate(|gate, j, _| gate.verify(j, &anchors))
+            .map(report)
+            .map_err(err)
+    }
+}
+
+export!(Component);

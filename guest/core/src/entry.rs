@@ -1,0 +1,232 @@
+//! Journal entries and their hash chain.
+//!
+//! An entry is one canonical JSON object: `stream`, `seq` (its position), `open` (whether
+//! the stream is open after it), `state`, `at_ms`, `prev` (the hash of the entry before it,
+//! or 64 zeros) and `hash` (SHA-256 over the canonical entry without `hash`), plus the
+//! fields of its state. Editing an entry breaks its own hash; dropping, duplicating or
+//! reordering breaks `seq` and `prev`; a receipt's head pins the end against truncation.
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use serde_json::{Map, Value};
+
+use crate::canon::{canonical, sha256_hex};
+use crate::journal::{Journal, JournalError};
+use crate::receipt::{Problem, ProblemKind};
+use crate::types::GateError;
+
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// A stream as read from the journal, checked link by link.
+#[derive(Clone, Debug)]
+pub struct Stream {
+    pub name: String,
+    pub entries: Vec<Map<String, Value>>,
+    pub head: String,
+}
+
+pub fn hash_of(obj: &Map<String, Value>) -> String {
+    let mut without = obj.clone();
+    without.remove("hash");
+    sha256_hex(canonical(&Value::Object(without)).as_bytes())
+}
+
+impl Stream {
+    pub fn empty(name: &str) -> Stream {
+        Stream {
+            name: name.to_string(),
+            entries: Vec::new(),
+            head: GENESIS.to_string(),
+        }
+    }
+
+    /// Parse and verify stored entries; the first broken link is reported with its place.
+    pub fn parse(name: &str, lines: &[String]) -> Result<Stream, Problem> {
+        let mut s = Stream::empty(name);
+        for (i, line) in lines.iter().enumerate() {
+            let seq = i as u64;
+            let problem = |kind, detail: String| Problem {
+                stream: name.to_string(),
+                seq,
+                kind,
+                detail,
+            };
+            let obj = match serde_json::from_str::<Value>(line) {
+                Ok(Value::Object(o)) => o,
+                Ok(_) => return Err(problem(ProblemKind::Unparsable, "not a JSON object".into())),
+                Err(e) => return Err(problem(ProblemKind::Unparsable, e.to_string())),
+            };
+            let str_field = |k: &str| obj.get(k).and_then(Value::as_str);
+            let (Some(stream), Some(state), Some(prev), Some(hash), Some(at_seq), Some(_), Some(_)) = (
+                str_field("stream"),
+                str_field("state"),
+                str_field("prev"),
+                str_field("hash"),
+                obj.get("seq").and_then(Value::as_u64),
+                obj.get("open").and_then(Value::as_bool),
+                obj.get("at_ms").and_then(Value::as_u64),
+            ) else {
+                return Err(problem(
+                    ProblemKind::Unparsable,
+                    "missing stream, seq, open, state, at_ms, prev or hash".into(),
+                ));
+            };
+            if stream != name {
+                return Err(problem(
+                    ProblemKind::BadSeq,
+                    format!("entry belongs to stream {stream}"),
+                ));
+            }
+            if at_seq != seq {
+                return Err(problem(
+                    ProblemKind::BadSeq,
+                    format!("entry says seq {at_seq} at position {seq}"),
+                ));
+            }
+            if hash != hash_of(&obj) {
+                return Err(problem(
+                    ProblemKind::HashMismatch,
+                    format!("{state} entry was edited: its content does not match its hash"),
+                ));
+            }
+            if prev != s.head {
+                return Err(problem(
+                    ProblemKind::BrokenLink,
+                    format!("{state} entry does not follow the entry before it"),
+                ));
+            }
+            s.head = hash.to_string();
+            s.entries.push(obj);
+        }
+        Ok(s)
+    }
+
+    pub fn load(j: &mut dyn Journal, name: &str) -> Result<Stream, GateError> {
+        let lines = j.read(name, 0)?;
+        Stream::parse(name, &lines).map_err(|p| {
+            GateError::CorruptJournal(format!("{} entry {}: {}", p.stream, p.seq, p.detail))
+        })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.entries.len() as u64
+    }
+
+    pub fn last(&self) -> Option<&Map<String, Value>> {
+        self.entries.last()
+    }
+
+    pub fn state_of(e: &Map<String, Value>) -> &str {
+        e.get("state").and_then(Value::as_str).unwrap_or("")
+    }
+
+    /// Chain `batch` (state, fields) after the head and compare-and-append it at the
+    /// stream's current length. On success the stream in memory follows the journal.
+    pub fn append(
+        &mut self,
+        j: &mut dyn Journal,
+        batch: Vec<(&str, Map<String, Value>)>,
+        at_ms: u64,
+        durable: bool,
+        open: bool,
+    ) -> Result<(), JournalError> {
+        let mut head = self.head.clone();
+        let mut sealed = Vec::with_capacity(batch.len());
+        let mut texts = Vec::with_capacity(batch.len());
+        for (i, (state, mut obj)) in batch.into_iter().enumerate() {
+            obj.insert("stream".into(), self.name.clone().into());
+            obj.insert("seq".into(), (self.len() + i as u64).into());
+            obj.insert("open".into(), open.into());
+            obj.insert("state".into(), state.into());
+            obj.insert("at_ms".into(), at_ms.into());
+            obj.insert("prev".into(), head.clone().into());
+            let hash = hash_of(&obj);
+            obj.insert("hash".into(), hash.clone().into());
+            texts.push(canonical(&Value::Object(obj.clone())));
+            sealed.push(obj);
+            head = hash;
+        }
+        j.append(&self.name, self.len(), &texts, durable, open)?;
+        self.entries.extend(sealed);
+        self.head = head;
+        Ok(())
+    }
+}
+
+/// Shorthand for building entry fields.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! fields {
+    ($($k:literal => $v:expr),* $(,)?) => {{
+        #[allow(unused_mut)]
+        let mut m = serde_json::Map::new();
+        $( m.insert(alloc::string::String::from($k), serde_json::Value::from($v)); )*
+        m
+    }};
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::MemJournal;
+
+    fn three() -> (MemJournal, Stream) {
+        let mut j = MemJournal::new();
+        let mut s = Stream::empty("effect:x");
+        s.append(
+            &mut j,
+            alloc::vec![
+                ("PROPOSED", fields!("amount_cents" => 2000)),
+                ("AUTHORIZED", fields!())
+            ],
+            5,
+            true,
+            true,
+        )
+        .unwrap();
+        s.append(
+            &mut j,
+            alloc::vec![("COMMITTED", fields!())],
+            6,
+            false,
+            false,
+        )
+        .unwrap();
+        (j, s)
+    }
+
+    #[test]
+    fn a_written_chain_verifies_and_rereads_equal() {
+        let (mut j, s) = three();
+        let back = Stream::load(&mut j, "effect:x").unwrap();
+        assert_eq!(back.head, s.head);
+        assert_eq!(back.len(), 3);
+        assert_eq!(j.open_streams().unwrap().len(), 0);
+    }
+
+    #[test]
+    fn edit_drop_swap_are_caught_where_they_are() {
+        let (mut j, _) = three();
+        let lines = j.read("effect:x", 0).unwrap();
+        let edited: Vec<String> = lines.iter().map(|l| l.replace("2000", "200000")).collect();
+        let p = Stream::parse("effect:x", &edited).unwrap_err();
+        assert_eq!((p.seq, p.kind), (0, ProblemKind::HashMismatch));
+        let dropped = alloc::vec![lines[0].clone(), lines[2].clone()];
+        assert_eq!(Stream::parse("effect:x", &dropped).unwrap_err().seq, 1);
+        let swapped = alloc::vec![lines[1].clone(), lines[0].clone(), lines[2].clone()];
+        assert_eq!(
+            Stream::parse("effect:x", &swapped).unwrap_err().kind,
+            ProblemKind::BadSeq
+        );
+    }
+
+    #[test]
+    fn compare_and_append_refuses_a_stale_writer() {
+        let (mut j, _) = three();
+        let mut stale = Stream::empty("effect:x");
+        let err = stale
+            .append(&mut j, alloc::vec![("PROPOSED", fields!())], 7, true, true)
+            .unwrap_err();
+        assert_eq!(err, JournalError::Conflict(3));
+    }
+}

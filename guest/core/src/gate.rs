@@ -1,0 +1,1136 @@
+//! The gate: submit, the steps of one operation, recovery, and the authority records.
+//!
+//! One operation walks one effect forward. A fresh submit and a recovery walk the same
+//! path: the recovery table ([`crate::recovery::decide`]) picks each next action from what
+//! the operation knows so far, so there is exactly one place where "may I send?" is
+//! answered. Everything that must precede a send goes to the journal in one durable batch.
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use serde_json::{Map, Value};
+
+use crate::authority::{self, approval_stream, cap_stream, effect_stream, lease_stream};
+use crate::canon::{canonical, effect_id_for, is_effect_id};
+use crate::entry::Stream;
+use crate::fields;
+use crate::journal::{Journal, JournalError};
+use crate::proposal::{self, field_err, object, parse_json, Authority, Proposal};
+use crate::receipt::{self, VerifyReport};
+use crate::recovery::{decide, Action, Claim, Dedupe, Inputs, Lookup, Recheck};
+use crate::types::*;
+
+/// How often a compare-and-append is retried against other workers before giving up.
+const CAS_RETRIES: usize = 16;
+
+/// Everything one operation knows about its effect.
+#[derive(Clone, Debug)]
+struct Ctx {
+    id: String,
+    proposal: Proposal,
+    stream: Stream,
+    lookup: Lookup,
+    found: Option<String>,
+    recheck: Recheck,
+    refusal: Option<Refusal>,
+    /// What held at the re-check, recorded in AUTHORIZED.
+    checks: Map<String, Value>,
+}
+
+#[derive(Clone, Debug)]
+struct Refusal {
+    reason: Reason,
+    changed: Vec<PremiseChange>,
+    return_to: Option<String>,
+}
+
+impl Refusal {
+    fn of(reason: Reason) -> Refusal {
+        Refusal {
+            reason,
+            changed: Vec::new(),
+            return_to: None,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Waiting {
+    Capture,
+    Authorize,
+    Apply { attempt: u32 },
+    Query,
+}
+
+#[derive(Clone, Debug)]
+struct Op {
+    ctx: Ctx,
+    waiting: Waiting,
+}
+
+/// The gate's state between calls: only the operations in progress. Everything durable is
+/// in the journal, so a gate dropped at any point (a crash, a trap) loses nothing.
+#[derive(Debug, Default)]
+pub struct Gate {
+    ops: BTreeMap<u64, Op>,
+    next_op: u64,
+}
+
+fn done(op: u64, o: Outcome) -> Step {
+    Step {
+        op,
+        ask: Ask::Done(o),
+    }
+}
+
+fn dispatches(s: &Stream) -> impl Iterator<Item = &Map<String, Value>> {
+    s.entries
+        .iter()
+        .filter(|e| Stream::state_of(e) == "DISPATCHED")
+}
+
+fn changes_json(changed: &[PremiseChange]) -> Value {
+    Value::Array(
+        changed
+            .iter()
+            .map(|c| {
+                let mut o = Map::new();
+                o.insert("name".into(), c.name.clone().into());
+                o.insert(
+                    "was".into(),
+                    serde_json::from_str(&c.was).unwrap_or(Value::Null),
+                );
+                o.insert(
+                    "now".into(),
+                    serde_json::from_str(&c.now).unwrap_or(Value::Null),
+                );
+                Value::Object(o)
+            })
+            .collect(),
+    )
+}
+
+/// The outcome recorded by a stream's last entry (for a replay, or a recovery of a closed effect).
+fn recorded_outcome(id: &str, s: &Stream, replayed: bool) -> Outcome {
+    let last = s.last().expect("a recorded effect has entries");
+    let state = State::parse(Stream::state_of(last)).unwrap_or(State::Proposed);
+    let committed = s
+        .entries
+        .iter()
+        .rev()
+        .find(|e| Stream::state_of(e) == "COMMITTED");
+    let str_of = |k: &str| last.get(k).and_then(Value::as_str);
+    let executed = match state {
+        State::Committed | State::Confirmed => Executed::Yes,
+        _ => str_of("executed")
+            .and_then(Executed::parse)
+            .unwrap_or(Executed::Unknown),
+    };
+    let changed = last
+        .get("changed")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|c| PremiseChange {
+                    name: c.get("name").and_then(Value::as_str).unwrap_or("").into(),
+                    was: canonical(c.get("was").unwrap_or(&Value::Null)),
+                    now: canonical(c.get("now").unwrap_or(&Value::Null)),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Outcome {
+        effect_id: id.into(),
+        state,
+        reason: str_of("reason").and_then(Reason::parse),
+        executed,
+        result: committed.and_then(|c| c.get("result")).map(canonical),
+        changed,
+        return_to: str_of("return_to").map(String::from),
+        replayed,
+    }
+}
+
+fn open_outcome(ctx: &Ctx, reason: Reason) -> Outcome {
+    let dispatched = dispatches(&ctx.stream).next().is_some();
+    Outcome {
+        effect_id: ctx.id.clone(),
+        state: if ctx.stream.entries.is_empty() {
+            State::Proposed
+        } else {
+            State::Dispatched
+        },
+        reason: Some(reason),
+        executed: if dispatched {
+            Executed::Unknown
+        } else {
+            Executed::No
+        },
+        result: None,
+        changed: Vec::new(),
+        return_to: None,
+        replayed: false,
+    }
+}
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate::default()
+    }
+
+    /// Operations in progress (a host that never finishes them can `cancel`).
+    pub fn operations(&self) -> usize {
+        self.ops.len()
+    }
+
+    pub fn effect_id_of(&self, proposal: &str) -> Result<String, GateError> {
+        Ok(Proposal::parse(proposal)?.effect_id())
+    }
+
+    pub fn submit(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        proposal: &str,
+    ) -> Result<Step, GateError> {
+        let p = Proposal::parse(proposal)?;
+        let id = p.effect_id();
+        let stream = Stream::load(j, &effect_stream(&id))?;
+        let op = self.take_op_id();
+        if let Some(first) = stream.entries.first() {
+            let recorded =
+                Proposal::parse(&canonical(first.get("proposal").unwrap_or(&Value::Null)))
+                    .map_err(|e| {
+                        GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name))
+                    })?;
+            if recorded.payload_hash() != p.payload_hash() {
+                let mut o = open_outcome(
+                    &Ctx::new(id, p, Stream::empty("")),
+                    Reason::ConflictingPayload,
+                );
+                o.state = State::Refused;
+                return Ok(done(op, o));
+            }
+            if is_closed(&stream) {
+                return Ok(done(op, recorded_outcome(&id, &stream, true)));
+            }
+            // Left open by a crash: this submit recovers it, under the recorded decision.
+            return self.advance(j, now_ms, op, Ctx::new(id, recorded, stream));
+        }
+        self.advance(j, now_ms, op, Ctx::new(id, p, stream))
+    }
+
+    pub fn recover(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        effect_id: &str,
+    ) -> Result<Step, GateError> {
+        if !is_effect_id(effect_id) {
+            return Err(field_err(
+                "/effect",
+                "an effect id is 32 lowercase hex digits",
+            ));
+        }
+        let stream = Stream::load(j, &effect_stream(effect_id))?;
+        let first = stream
+            .entries
+            .first()
+            .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
+        let op = self.take_op_id();
+        if is_closed(&stream) {
+            return Ok(done(op, recorded_outcome(effect_id, &stream, true)));
+        }
+        let p = Proposal::parse(&canonical(first.get("proposal").unwrap_or(&Value::Null)))
+            .map_err(|e| GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name)))?;
+        self.advance(j, now_ms, op, Ctx::new(effect_id.into(), p, stream))
+    }
+
+    pub fn open_effects(&self, j: &mut dyn Journal) -> Result<Vec<String>, GateError> {
+        Ok(j.open_streams()?
+            .into_iter()
+            .filter_map(|s| s.strip_prefix("effect:").map(String::from))
+            .collect())
+    }
+
+    pub fn cancel(&mut self, op: u64) {
+        self.ops.remove(&op);
+    }
+
+    pub fn resume(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        reply: Reply,
+    ) -> Result<Step, GateError> {
+        let Op { mut ctx, waiting } = self
+            .ops
+            .remove(&op)
+            .ok_or(GateError::UnknownOperation(op))?;
+        let expected = match waiting {
+            Waiting::Capture => "captured or failed",
+            Waiting::Authorize => "allowed",
+            Waiting::Apply { .. } => "applied, rejected or unknown",
+            Waiting::Query => "found, not-found or failed",
+        };
+        let unexpected = |ctx, waiting, this: &mut Gate, reply: &Reply| {
+            this.ops.insert(op, Op { ctx, waiting });
+            Err(GateError::UnexpectedReply(format!(
+                "operation {op} waits for {expected}, got {}",
+                reply.kind()
+            )))
+        };
+        match (waiting, reply) {
+            (Waiting::Capture, Reply::Captured(text)) => {
+                let fresh = match parse_json(&text).and_then(|v| object(&v, "/captured").cloned()) {
+                    Ok(m) => m,
+                    Err(e) => {
+                        self.ops.insert(op, Op { ctx, waiting });
+                        return Err(e);
+                    }
+                };
+                self.judge_premises(j, now_ms, &mut ctx, &fresh)?;
+                if ctx.recheck == Recheck::NotDone && ctx.proposal.host_check {
+                    return Ok(self.ask_authorize(op, ctx));
+                }
+                if ctx.recheck == Recheck::NotDone {
+                    ctx.recheck = Recheck::Holds;
+                }
+                self.advance(j, now_ms, op, ctx)
+            }
+            (Waiting::Capture, Reply::Failed(_)) => {
+                ctx.recheck = Recheck::ReadFailed;
+                self.advance(j, now_ms, op, ctx)
+            }
+            (Waiting::Authorize, Reply::Allowed(yes)) => {
+                if yes {
+                    ctx.checks.insert("host_check".into(), "allowed".into());
+                    ctx.recheck = Recheck::Holds;
+                } else {
+                    ctx.recheck = Recheck::Fails;
+                    ctx.refusal = Some(Refusal::of(Reason::NotAllowed));
+                }
+                self.advance(j, now_ms, op, ctx)
+            }
+            (Waiting::Apply { attempt }, Reply::Applied(text)) => {
+                let result = match parse_json(&text) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        self.ops.insert(op, Op { ctx, waiting });
+                        return Err(e);
+                    }
+                };
+                let via = if attempt == 0 {
+                    "send"
+                } else {
+                    "recovery-retry"
+                };
+                self.close(
+                    j,
+                    now_ms,
+                    &mut ctx,
+                    "COMMITTED",
+                    fields!("via" => via, "result" => result.clone()),
+                    false,
+                )?;
+                Ok(done(
+                    op,
+                    Outcome {
+                        result: Some(canonical(&result)),
+                        ..outcome_of(&ctx, State::Committed, None, Executed::Yes)
+                    },
+                ))
+            }
+            (Waiting::Apply { attempt }, Reply::Rejected(msg)) => {
+                // A refusal of a resend does not undo an earlier send that may have landed.
+                let proven_unsent = attempt == 0 || ctx.lookup == Lookup::NotFound;
+                let (state, executed) = if proven_unsent {
+                    ("REFUSED", Executed::No)
+                } else {
+                    ("AMBIGUOUS", Executed::Unknown)
+                };
+                let f = fields!("reason" => Reason::TargetRejected.as_str(), "executed" => executed.as_str(), "detail" => msg);
+                self.close(j, now_ms, &mut ctx, state, f, true)?;
+                if proven_unsent {
+                    self.release_cap(j, now_ms, &ctx)?;
+                }
+                Ok(done(
+                    op,
+                    outcome_of(
+                        &ctx,
+                        State::parse(state).expect("known"),
+                        Some(Reason::TargetRejected),
+                        executed,
+                    ),
+                ))
+            }
+            (Waiting::Apply { .. }, Reply::Unknown(_)) => {
+                // The send may still land: the claim stands until its deadline, then recovery decides.
+                Ok(done(op, open_outcome(&ctx, Reason::TargetUnavailable)))
+            }
+            (Waiting::Query, Reply::Found(text)) => {
+                match parse_json(&text) {
+                    Ok(v) => ctx.found = Some(canonical(&v)),
+                    Err(e) => {
+                        self.ops.insert(op, Op { ctx, waiting });
+                        return Err(e);
+                    }
+                }
+                ctx.lookup = Lookup::Found;
+                self.advance(j, now_ms, op, ctx)
+            }
+            (Waiting::Query, Reply::NotFound) => {
+                ctx.lookup = Lookup::NotFound;
+                self.advance(j, now_ms, op, ctx)
+            }
+            (Waiting::Query, Reply::Failed(_)) => {
+                ctx.lookup = Lookup::Failed;
+                self.advance(j, now_ms, op, ctx)
+            }
+            (waiting, reply) => unexpected(ctx, waiting, self, &reply),
+        }
+    }
+
+    fn take_op_id(&mut self) -> u64 {
+        self.next_op += 1;
+        self.next_op
+    }
+
+    /// Consult the recovery table until it asks for I/O or reaches an end.
+    fn advance(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        mut ctx: Ctx,
+    ) -> Result<Step, GateError> {
+        let action = decide(ctx.inputs(now_ms));
+        match action {
+            Action::Wait => Ok(done(op, open_outcome(&ctx, Reason::ClaimLive))),
+            Action::StayOpen => Ok(done(op, open_outcome(&ctx, Reason::ReadFailed))),
+            Action::Query => {
+                let ask = Ask::Query {
+                    effect_id: ctx.id.clone(),
+                    target: ctx.proposal.target.name.clone(),
+                    effect: canonical(&ctx.proposal.effect),
+                };
+                self.ops.insert(
+                    op,
+                    Op {
+                        ctx,
+                        waiting: Waiting::Query,
+                    },
+                );
+                Ok(Step { op, ask })
+            }
+            Action::CommitFound => {
+                let result: Value = serde_json::from_str(ctx.found.as_deref().unwrap_or("null"))
+                    .unwrap_or(Value::Null);
+                self.close(
+                    j,
+                    now_ms,
+                    &mut ctx,
+                    "COMMITTED",
+                    fields!("via" => "recovery-query", "result" => result),
+                    false,
+                )?;
+                Ok(done(
+                    op,
+                    Outcome {
+                        result: ctx.found.clone(),
+                        ..outcome_of(&ctx, State::Committed, None, Executed::Yes)
+                    },
+                ))
+            }
+            Action::Recheck => self.start_recheck(j, now_ms, op, ctx),
+            Action::Refuse => {
+                let r = ctx
+                    .refusal
+                    .clone()
+                    .unwrap_or(Refusal::of(Reason::PremiseChanged));
+                let executed = ctx.executed_if_stopped_now();
+                let mut f = fields!("reason" => r.reason.as_str(), "executed" => executed.as_str());
+                if !r.changed.is_empty() {
+                    f.insert("changed".into(), changes_json(&r.changed));
+                }
+                if let Some(to) = &r.return_to {
+                    f.insert("return_to".into(), to.clone().into());
+                }
+                self.close(j, now_ms, &mut ctx, "REFUSED", f, true)?;
+                self.release_cap(j, now_ms, &ctx)?;
+                Ok(done(
+                    op,
+                    Outcome {
+                        changed: r.changed,
+                        return_to: r.return_to,
+                        ..outcome_of(&ctx, State::Refused, Some(r.reason), executed)
+                    },
+                ))
+            }
+            Action::Ambiguous => {
+                let reason = if ctx.proposal.target.dedupes {
+                    Reason::DedupeWindowPassed
+                } else {
+                    Reason::NoDedupeNoLookup
+                };
+                let f =
+                    fields!("reason" => reason.as_str(), "executed" => Executed::Unknown.as_str());
+                self.close(j, now_ms, &mut ctx, "AMBIGUOUS", f, true)?;
+                Ok(done(
+                    op,
+                    outcome_of(&ctx, State::Ambiguous, Some(reason), Executed::Unknown),
+                ))
+            }
+            Action::Send => self.send(j, now_ms, op, ctx),
+        }
+    }
+
+    /// Authority first (it needs no I/O), then ask the host for fresh premises.
+    fn start_recheck(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        mut ctx: Ctx,
+    ) -> Result<Step, GateError> {
+        let mut extra = Vec::new();
+        match ctx.proposal.authority.clone() {
+            Authority::Lease(name) => {
+                match authority::check_lease(&Stream::load(j, &lease_stream(&name))?, now_ms) {
+                    Ok(until) => {
+                        let mut l = Map::new();
+                        l.insert("name".into(), name.into());
+                        l.insert("live_until_ms".into(), until.into());
+                        ctx.checks.insert("lease".into(), Value::Object(l));
+                    }
+                    Err(reason) => {
+                        return self.fail_recheck(j, now_ms, op, ctx, Refusal::of(reason))
+                    }
+                }
+            }
+            Authority::Approval(aid) => match authority::check_approval(
+                &Stream::load(j, &approval_stream(&aid))?,
+                &ctx.id,
+                now_ms,
+            ) {
+                Ok(a) => extra.extend(a.premises_seen.keys().cloned()),
+                Err(reason) => return self.fail_recheck(j, now_ms, op, ctx, Refusal::of(reason)),
+            },
+        }
+        let names = ctx.proposal.premise_names(&extra);
+        if names.is_empty() {
+            // Nothing to read: judge at once against an empty capture.
+            return self.resume_with(
+                j,
+                now_ms,
+                op,
+                ctx,
+                Waiting::Capture,
+                Reply::Captured("{}".into()),
+            );
+        }
+        let ask = Ask::Capture {
+            effect_id: ctx.id.clone(),
+            target: ctx.proposal.target.name.clone(),
+            effect: canonical(&ctx.proposal.effect),
+            names,
+        };
+        self.ops.insert(
+            op,
+            Op {
+                ctx,
+                waiting: Waiting::Capture,
+            },
+        );
+        Ok(Step { op, ask })
+    }
+
+    fn resume_with(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        ctx: Ctx,
+        waiting: Waiting,
+        reply: Reply,
+    ) -> Result<Step, GateError> {
+        self.ops.insert(op, Op { ctx, waiting });
+        self.resume(j, now_ms, op, reply)
+    }
+
+    fn fail_recheck(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        mut ctx: Ctx,
+        r: Refusal,
+    ) -> Result<Step, GateError> {
+        ctx.recheck = Recheck::Fails;
+        ctx.refusal = Some(r);
+        self.advance(j, now_ms, op, ctx)
+    }
+
+    fn ask_authorize(&mut self, op: u64, ctx: Ctx) -> Step {
+        let ask = Ask::Authorize {
+            effect_id: ctx.id.clone(),
+            target: ctx.proposal.target.name.clone(),
+            effect: canonical(&ctx.proposal.effect),
+            agent: ctx.proposal.agent.clone(),
+        };
+        self.ops.insert(
+            op,
+            Op {
+                ctx,
+                waiting: Waiting::Authorize,
+            },
+        );
+        Step { op, ask }
+    }
+
+    /// Compare fresh premises with the approver's and the proposal's; a stale approval goes
+    /// back to its approver. Sets `recheck` to Fails, or leaves NotDone for the caller.
+    fn judge_premises(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        ctx: &mut Ctx,
+        fresh: &Map<String, Value>,
+    ) -> Result<(), GateError> {
+        if let Authority::Approval(aid) = &ctx.proposal.authority {
+            if let Ok(a) =
+                authority::check_approval(&Stream::load(j, &approval_stream(aid))?, &ctx.id, now_ms)
+            {
+                let changed =
+                    authority::compare_premises(&a.premises_seen, &BTreeMap::new(), fresh);
+                if !changed.is_empty() {
+                    ctx.recheck = Recheck::Fails;
+                    ctx.refusal = Some(Refusal {
+                        reason: Reason::ApprovalStale,
+                        changed,
+                        return_to: Some(a.approver),
+                    });
+                    return Ok(());
+                }
+                let mut o = Map::new();
+                o.insert("id".into(), aid.clone().into());
+                o.insert("approver".into(), a.approver.into());
+                ctx.checks.insert("approval".into(), Value::Object(o));
+            }
+        }
+        let changed =
+            authority::compare_premises(&ctx.proposal.premises, &ctx.proposal.bounds, fresh);
+        if !changed.is_empty() {
+            ctx.recheck = Recheck::Fails;
+            ctx.refusal = Some(Refusal {
+                reason: Reason::PremiseChanged,
+                changed,
+                return_to: None,
+            });
+            return Ok(());
+        }
+        let now: Map<String, Value> = ctx
+            .proposal
+            .premises
+            .keys()
+            .filter_map(|k| fresh.get(k).map(|v| (k.clone(), v.clone())))
+            .collect();
+        ctx.checks
+            .insert("premises_held".into(), Value::Object(now));
+        Ok(())
+    }
+
+    /// Reserve the cap (if any), then write everything that precedes the send in one
+    /// durable batch, then ask the host to apply.
+    fn send(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        mut ctx: Ctx,
+    ) -> Result<Step, GateError> {
+        if let Some(cap) = ctx.proposal.cap.clone() {
+            match self.reserve_cap(j, now_ms, &ctx.id, &cap)? {
+                Some(reserved_by_others) => {
+                    let mut c = Map::new();
+                    c.insert("name".into(), cap.name.into());
+                    c.insert("limit_cents".into(), cap.limit_cents.into());
+                    c.insert("reserved_by_others_cents".into(), reserved_by_others.into());
+                    ctx.checks.insert("cap".into(), Value::Object(c));
+                }
+                None => {
+                    ctx.recheck = Recheck::Fails;
+                    ctx.refusal = Some(Refusal::of(Reason::CapExceeded));
+                    return self.advance(j, now_ms, op, ctx);
+                }
+            }
+        }
+        let attempt = dispatches(&ctx.stream).count() as u32;
+        let mut batch = Vec::new();
+        if ctx.stream.entries.is_empty() {
+            batch.push(("PROPOSED", ctx.proposed_fields()));
+        }
+        batch.push((
+            "AUTHORIZED",
+            fields!("checks" => Value::Object(ctx.checks.clone())),
+        ));
+        let claim_until = now_ms.saturating_add(ctx.proposal.target.timeout_ms);
+        batch.push(("DISPATCHED", fields!("attempt" => attempt, "claim_until_ms" => claim_until, "idempotency_key" => ctx.id.clone())));
+        match ctx.stream.append(j, batch, now_ms, true, true) {
+            Ok(()) => {}
+            Err(JournalError::Conflict(_)) => return self.lost_race(j, op, &ctx),
+            Err(e) => return Err(e.into()),
+        }
+        let ask = Ask::Apply {
+            effect_id: ctx.id.clone(),
+            target: ctx.proposal.target.name.clone(),
+            effect: canonical(&ctx.proposal.effect),
+            idempotency_key: ctx.id.clone(),
+            attempt,
+        };
+        self.ops.insert(
+            op,
+            Op {
+                ctx,
+                waiting: Waiting::Apply { attempt },
+            },
+        );
+        Ok(Step { op, ask })
+    }
+
+    /// Another worker advanced this effect first: report where it stands, never act on it.
+    fn lost_race(&mut self, j: &mut dyn Journal, op: u64, ctx: &Ctx) -> Result<Step, GateError> {
+        let s = Stream::load(j, &ctx.stream.name)?;
+        if is_closed(&s) {
+            return Ok(done(op, recorded_outcome(&ctx.id, &s, true)));
+        }
+        let theirs = Ctx {
+            stream: s,
+            ..ctx.clone()
+        };
+        Ok(done(op, open_outcome(&theirs, Reason::ClaimLive)))
+    }
+
+    /// Some(cents reserved by others) when the cap holds this effect too, None when it would
+    /// be exceeded. Compare-and-append makes two racing reservations see each other.
+    fn reserve_cap(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        id: &str,
+        cap: &proposal::Cap,
+    ) -> Result<Option<u64>, GateError> {
+        let name = cap_stream(&cap.name);
+        for _ in 0..CAS_RETRIES {
+            let mut s = Stream::load(j, &name)?;
+            let (others, mine) = authority::cap_reserved_by_others(&s, id);
+            if mine {
+                return Ok(Some(others));
+            }
+            if !authority::cap_fits(cap, others) {
+                return Ok(None);
+            }
+            let f = fields!("effect_id" => id, "amount_cents" => cap.amount_cents, "limit_cents" => cap.limit_cents);
+            // Not durable by itself: the effect's durable batch right after covers it.
+            match s.append(j, vec![("RESERVED", f)], now_ms, false, false) {
+                Ok(()) => return Ok(Some(others)),
+                Err(JournalError::Conflict(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GateError::Contention(format!(
+            "cap {} kept changing under this reservation",
+            cap.name
+        )))
+    }
+
+    fn release_cap(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        ctx: &Ctx,
+    ) -> Result<(), GateError> {
+        let Some(cap) = &ctx.proposal.cap else {
+            return Ok(());
+        };
+        let name = cap_stream(&cap.name);
+        for _ in 0..CAS_RETRIES {
+            let mut s = Stream::load(j, &name)?;
+            if !authority::cap_reserved_by_others(&s, &ctx.id).1 {
+                return Ok(());
+            }
+            match s.append(
+                j,
+                vec![("RELEASED", fields!("effect_id" => ctx.id.clone()))],
+                now_ms,
+                false,
+                false,
+            ) {
+                Ok(()) => return Ok(()),
+                Err(JournalError::Conflict(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GateError::Contention(format!(
+            "cap {} kept changing under this release",
+            cap.name
+        )))
+    }
+
+    /// Append a terminal entry (with PROPOSED first if nothing was recorded yet).
+    fn close(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        ctx: &mut Ctx,
+        state: &str,
+        f: Map<String, Value>,
+        durable: bool,
+    ) -> Result<(), GateError> {
+        let mut batch = Vec::new();
+        if ctx.stream.entries.is_empty() {
+            batch.push(("PROPOSED", ctx.proposed_fields()));
+        }
+        batch.push((state, f));
+        match ctx.stream.append(j, batch, now_ms, durable, false) {
+            Ok(()) => Ok(()),
+            // Two workers may resolve one effect at once (both saw the claim over); the first
+            // record stands and this one is dropped, so the stream keeps one ending.
+            Err(JournalError::Conflict(_)) => {
+                ctx.stream = Stream::load(j, &ctx.stream.name)?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn grant_lease(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        lease: &str,
+        expires_at_ms: u64,
+    ) -> Result<(), GateError> {
+        proposal::check_name(lease, "/lease")?;
+        self.append_authority(
+            j,
+            now_ms,
+            &lease_stream(lease),
+            "GRANTED",
+            fields!("lease" => lease, "expires_at_ms" => expires_at_ms),
+        )
+    }
+
+    pub fn revoke_lease(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        lease: &str,
+    ) -> Result<(), GateError> {
+        proposal::check_name(lease, "/lease")?;
+        self.append_authority(
+            j,
+            now_ms,
+            &lease_stream(lease),
+            "REVOKED",
+            fields!("lease" => lease),
+        )
+    }
+
+    pub fn approve(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        approval: &str,
+    ) -> Result<(), GateError> {
+        let v = parse_json(approval)?;
+        let m = object(&v, "")?;
+        let id = proposal::name(m.get("approval"), "/approval")?;
+        let approver = proposal::name(m.get("approver"), "/approver")?;
+        let request = object(
+            m.get("request")
+                .ok_or_else(|| field_err("/request", "is required"))?,
+            "/request",
+        )?;
+        let effect = request
+            .get("effect")
+            .ok_or_else(|| field_err("/request/effect", "is required"))?;
+        object(effect, "/request/effect")?;
+        let effect_id = effect_id_for(request.get("key").filter(|k| !k.is_null()), effect);
+        let seen = match m.get("premises_seen") {
+            None => Value::Object(Map::new()),
+            Some(p) => Value::Object(object(p, "/premises_seen")?.clone()),
+        };
+        let mut f = fields!("approval" => id.clone(), "approver" => approver, "effect_id" => effect_id, "premises_seen" => seen);
+        if let Some(x) = proposal::opt_u64(m, "expires_at_ms", "/expires_at_ms")? {
+            f.insert("expires_at_ms".into(), x.into());
+        }
+        let name = approval_stream(&id);
+        let mut s = Stream::load(j, &name)?;
+        if let Some(first) = s.entries.first() {
+            // Approving the same thing twice is harmless; approving something else under an
+            // existing id would silently widen authority.
+            let same = ["approver", "effect_id", "premises_seen", "expires_at_ms"]
+                .iter()
+                .all(|k| first.get(*k) == f.get(*k));
+            return if same {
+                Ok(())
+            } else {
+                Err(field_err(
+                    "/approval",
+                    "this approval id already approves another request",
+                ))
+            };
+        }
+        match s.append(j, vec![("APPROVED", f)], now_ms, true, false) {
+            Ok(()) => Ok(()),
+            Err(JournalError::Conflict(_)) => Err(GateError::Contention(format!(
+                "approval {id} was recorded concurrently"
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn revoke_approval(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        approval: &str,
+    ) -> Result<(), GateError> {
+        proposal::check_name(approval, "/approval")?;
+        let name = approval_stream(approval);
+        if j.length(&name)? == 0 {
+            return Err(field_err("/approval", "no such approval"));
+        }
+        self.append_authority(j, now_ms, &name, "REVOKED", fields!("approval" => approval))
+    }
+
+    fn append_authority(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        name: &str,
+        state: &str,
+        f: Map<String, Value>,
+    ) -> Result<(), GateError> {
+        for _ in 0..CAS_RETRIES {
+            let mut s = Stream::load(j, name)?;
+            match s.append(j, vec![(state, f.clone())], now_ms, true, false) {
+                Ok(()) => return Ok(()),
+                Err(JournalError::Conflict(_)) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GateError::Contention(format!("{name} kept changing")))
+    }
+
+    pub fn confirm(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        effect_id: &str,
+        evidence: &str,
+    ) -> Result<Outcome, GateError> {
+        let ev = parse_json(evidence)?;
+        if !is_effect_id(effect_id) {
+            return Err(field_err(
+                "/effect",
+                "an effect id is 32 lowercase hex digits",
+            ));
+        }
+        let mut s = Stream::load(j, &effect_stream(effect_id))?;
+        let last = s
+            .last()
+            .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
+        match Stream::state_of(last) {
+            "CONFIRMED" => return Ok(recorded_outcome(effect_id, &s, true)),
+            "COMMITTED" | "AMBIGUOUS" => {}
+            other => return Err(field_err(
+                "/effect",
+                format!(
+                    "only a committed or ambiguous effect can be confirmed; this one is {other}"
+                ),
+            )),
+        }
+        s.append(
+            j,
+            vec![("CONFIRMED", fields!("evidence" => ev, "executed" => "yes"))],
+            now_ms,
+            true,
+            false,
+        )?;
+        Ok(recorded_outcome(effect_id, &s, false))
+    }
+
+    pub fn receipt(
+        &mut self,
+        j: &mut dyn Journal,
+        effect_id: &str,
+        key: Option<&[u8]>,
+    ) -> Result<String, GateError> {
+        if !is_effect_id(effect_id) {
+            return Err(field_err(
+                "/effect",
+                "an effect id is 32 lowercase hex digits",
+            ));
+        }
+        let s = Stream::load(j, &effect_stream(effect_id))?;
+        if s.entries.is_empty() {
+            return Err(GateError::UnknownEffect(effect_id.into()));
+        }
+        let r = receipt::build(effect_id, &s);
+        Ok(canonical(&match key {
+            Some(k) => receipt::sign(r, k),
+            None => r,
+        }))
+    }
+
+    pub fn check_receipt(
+        &mut self,
+        j: &mut dyn Journal,
+        receipt_text: &str,
+        key: &[u8],
+    ) -> Result<VerifyReport, GateError> {
+        let r = parse_json(receipt_text)?;
+        let stream = proposal::name(r.get("stream"), "/stream")?;
+        let mut report = receipt::verify_all(j, core::slice::from_ref(&r))?;
+        report.problems.retain(|p| p.stream == stream);
+        if !receipt::signature_holds(&r, key) {
+            report.problems.push(receipt::Problem {
+                stream: stream.clone(),
+                seq: 0,
+                kind: receipt::ProblemKind::HashMismatch,
+                detail: "the receipt's signature does not match its content".into(),
+            });
+        }
+        // The receipt must also say what the journal says.
+        let id = stream.strip_prefix("effect:").unwrap_or("");
+        if let Ok(s) = Stream::load(j, &stream) {
+            if !s.entries.is_empty() && report.problems.is_empty() {
+                let mut body = r.clone();
+                body.as_object_mut().map(|o| o.remove("signature"));
+                let length = r
+                    .get("head")
+                    .and_then(|h| h.get("length"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                let pinned = Stream {
+                    entries: s.entries[..length as usize].to_vec(),
+                    head: s.entries[length as usize - 1]["hash"]
+                        .as_str()
+                        .unwrap_or("")
+                        .into(),
+                    ..s.clone()
+                };
+                if canonical(&receipt::build(id, &pinned)) != canonical(&body) {
+                    report.problems.push(receipt::Problem {
+                        stream,
+                        seq: 0,
+                        kind: receipt::ProblemKind::HashMismatch,
+                        detail: "the receipt does not match the journal it pins".into(),
+                    });
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    pub fn verify(
+        &mut self,
+        j: &mut dyn Journal,
+        anchors: &[String],
+    ) -> Result<VerifyReport, GateError> {
+        let parsed = anchors
+            .iter()
+            .map(|a| parse_json(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        receipt::verify_all(j, &parsed)
+    }
+}
+
+fn is_closed(s: &Stream) -> bool {
+    s.last()
+        .and_then(|e| State::parse(Stream::state_of(e)))
+        .is_some_and(State::is_terminal)
+}
+
+fn outcome_of(ctx: &Ctx, state: State, reason: Option<Reason>, executed: Executed) -> Outcome {
+    Outcome {
+        effect_id: ctx.id.clone(),
+        state,
+        reason,
+        executed,
+        result: None,
+        changed: Vec::new(),
+        return_to: None,
+        replayed: false,
+    }
+}
+
+impl Ctx {
+    fn new(id: String, proposal: Proposal, stream: Stream) -> Ctx {
+        Ctx {
+            id,
+            proposal,
+            stream,
+            lookup: Lookup::NotAsked,
+            found: None,
+            recheck: Recheck::NotDone,
+            refusal: None,
+            checks: Map::new(),
+        }
+    }
+
+    fn proposed_fields(&self) -> Map<String, Value> {
+        fields!("effect_id" => self.id.clone(), "payload_hash" => self.proposal.payload_hash(), "proposal" => self.proposal.to_json())
+    }
+
+    fn inputs(&self, now_ms: u64) -> Inputs {
+        let last_claim = dispatches(&self.stream)
+            .last()
+            .and_then(|d| d.get("claim_until_ms"))
+            .and_then(Value::as_u64);
+        let first_send = dispatches(&self.stream)
+            .next()
+            .and_then(|d| d.get("at_ms"))
+            .and_then(Value::as_u64);
+        let t = &self.proposal.target;
+        let dedupe = match (t.dedupes, first_send) {
+            (false, _) => Dedupe::No,
+            (true, None) => Dedupe::InsideWindow,
+            // The resend must land inside the window even if it takes its whole timeout.
+            (true, Some(first)) => {
+                if now_ms.saturating_add(t.timeout_ms) < first.saturating_add(t.dedupe_window_ms) {
+                    Dedupe::InsideWindow
+                } else {
+                    Dedupe::WindowPassed
+                }
+            }
+        };
+        Inputs {
+            claim: if last_claim.is_some_and(|c| now_ms < c) {
+                Claim::Live
+            } else {
+                Claim::Over
+            },
+            dispatched: last_claim.is_some(),
+            lookup: if t.lookup {
+                self.lookup
+            } else {
+                Lookup::Unavailable
+            },
+            recheck: self.recheck,
+            dedupe,
+        }
+    }
+
+    fn executed_if_stopped_now(&self) -> Executed {
+        if dispatches(&self.stream).next().is_none() || self.lookup == Lookup::NotFound {
+            Executed::No
+        } else {
+            Executed::Unknown
+        }
+    }
+}

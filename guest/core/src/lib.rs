@@ -1,0 +1,26 @@
+//! The gate's logic as a pure state machine: no clock, no file, no network, no wit-bindgen.
+//!
+//! Time comes in as an argument (`now_ms`), storage through the [`Journal`] trait, and
+//! target I/O leaves as [`Step`]s that the host performs and answers with a [`Reply`]
+//! (sans-IO, like quinn-proto). The WebAssembly component in `guest/component` is a thin
+//! translation of the WIT contract onto this crate.
+#![no_std]
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+mod authority;
+mod canon;
+mod entry;
+mod gate;
+mod journal;
+mod proposal;
+mod receipt;
+pub mod recovery;
+mod types;
+
+pub use canon::{canonical, effect_id_for, sha256_hex};
+pub use gate::Gate;
+pub use journal::{Journal, JournalError, MemJournal};
+pub use receipt::{Problem, ProblemKind, VerifyReport};
+pub use types::*;

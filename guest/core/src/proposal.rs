@@ -1,0 +1,398 @@
+//! The proposal schema (ARCHITECTURE.md, "Proposal"), parsed strictly: every problem is a
+//! typed error naming the field, and nothing is recorded for a bad proposal.
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use serde_json::{Map, Value};
+
+use crate::canon::{canonical, effect_id_for, sha256_hex};
+use crate::types::GateError;
+
+/// Inputs above this size are refused before parsing.
+pub const MAX_INPUT_BYTES: usize = 64 * 1024;
+/// Names of leases, approvals, caps, agents and targets.
+const MAX_NAME_BYTES: usize = 256;
+pub const DEFAULT_DEDUPE_WINDOW_MS: u64 = 24 * 3600 * 1000;
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetSpec {
+    pub name: String,
+    pub dedupes: bool,
+    pub dedupe_window_ms: u64,
+    pub lookup: bool,
+    /// How long a send may stay in flight: the claim recovery must wait out.
+    pub timeout_ms: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Authority {
+    Lease(String),
+    Approval(String),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Bound {
+    AtMost(Value),
+    AtLeast(Value),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Cap {
+    pub name: String,
+    pub limit_cents: u64,
+    pub amount_cents: u64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Proposal {
+    pub agent: String,
+    pub target: TargetSpec,
+    pub key: Option<Value>,
+    pub effect: Value,
+    pub authority: Authority,
+    pub host_check: bool,
+    pub premises: BTreeMap<String, Value>,
+    pub bounds: BTreeMap<String, Bound>,
+    pub cap: Option<Cap>,
+}
+
+pub fn parse_json(text: &str) -> Result<Value, GateError> {
+    if text.len() > MAX_INPUT_BYTES {
+        return Err(GateError::TooLarge(MAX_INPUT_BYTES as u64));
+    }
+    serde_json::from_str(text).map_err(|e| GateError::InvalidJson(e.to_string()))
+}
+
+pub fn field_err(field: &str, problem: impl Into<String>) -> GateError {
+    GateError::InvalidField {
+        field: field.to_string(),
+        problem: problem.into(),
+    }
+}
+
+pub fn object<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, GateError> {
+    v.as_object()
+        .ok_or_else(|| field_err(field, "must be an object"))
+}
+
+pub fn name(v: Option<&Value>, field: &str) -> Result<String, GateError> {
+    let s = v
+        .ok_or_else(|| field_err(field, "is required"))?
+        .as_str()
+        .ok_or_else(|| field_err(field, "must be a string"))?;
+    check_name(s, field)?;
+    Ok(s.to_string())
+}
+
+pub fn check_name(s: &str, field: &str) -> Result<(), GateError> {
+    if s.is_empty() || s.len() > MAX_NAME_BYTES || s.chars().any(char::is_control) {
+        return Err(field_err(
+            field,
+            format!("must be 1 to {MAX_NAME_BYTES} bytes with no control characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn opt_bool(
+    m: &Map<String, Value>,
+    key: &str,
+    field: &str,
+    default: bool,
+) -> Result<bool, GateError> {
+    match m.get(key) {
+        None => Ok(default),
+        Some(v) => v
+            .as_bool()
+            .ok_or_else(|| field_err(field, "must be true or false")),
+    }
+}
+
+pub fn opt_u64(m: &Map<String, Value>, key: &str, field: &str) -> Result<Option<u64>, GateError> {
+    match m.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| field_err(field, "must be a non-negative integer")),
+    }
+}
+
+fn req_u64(m: &Map<String, Value>, key: &str, field: &str) -> Result<u64, GateError> {
+    opt_u64(m, key, field)?.ok_or_else(|| field_err(field, "is required"))
+}
+
+const FIELDS: &[&str] = &[
+    "agent",
+    "target",
+    "key",
+    "effect",
+    "authority",
+    "premises",
+    "bounds",
+    "cap",
+];
+
+impl Proposal {
+    pub fn parse(text: &str) -> Result<Proposal, GateError> {
+        let v = parse_json(text)?;
+        let m = object(&v, "")?;
+        if let Some(k) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+            // A misspelled field ("premise") must not silently drop a safety check.
+            return Err(field_err(&format!("/{k}"), "is not a proposal field"));
+        }
+        let agent = name(m.get("agent"), "/agent")?;
+
+        let t = object(
+            m.get("target")
+                .ok_or_else(|| field_err("/target", "is required"))?,
+            "/target",
+        )?;
+        let target = TargetSpec {
+            name: name(t.get("name"), "/target/name")?,
+            dedupes: opt_bool(t, "dedupes", "/target/dedupes", false)?,
+            dedupe_window_ms: opt_u64(t, "dedupe_window_ms", "/target/dedupe_window_ms")?
+                .unwrap_or(DEFAULT_DEDUPE_WINDOW_MS),
+            lookup: opt_bool(t, "lookup", "/target/lookup", false)?,
+            timeout_ms: opt_u64(t, "timeout_ms", "/target/timeout_ms")?
+                .unwrap_or(DEFAULT_TIMEOUT_MS),
+        };
+        if target.timeout_ms == 0 {
+            return Err(field_err("/target/timeout_ms", "must be at least 1"));
+        }
+
+        let effect = m
+            .get("effect")
+            .ok_or_else(|| field_err("/effect", "is required"))?
+            .clone();
+        object(&effect, "/effect")?;
+        let key = match m.get("key") {
+            None | Some(Value::Null) => None,
+            Some(k) => Some(k.clone()),
+        };
+
+        let a = object(
+            m.get("authority")
+                .ok_or_else(|| field_err("/authority", "is required"))?,
+            "/authority",
+        )?;
+        let authority = match (a.get("lease"), a.get("approval")) {
+            (Some(_), Some(_)) => {
+                return Err(field_err(
+                    "/authority",
+                    "names a lease or an approval, not both",
+                ))
+            }
+            (Some(l), None) => Authority::Lease(name(Some(l), "/authority/lease")?),
+            (None, Some(ap)) => Authority::Approval(name(Some(ap), "/authority/approval")?),
+            (None, None) => {
+                return Err(field_err("/authority", "must name a lease or an approval"))
+            }
+        };
+        let host_check = opt_bool(a, "host_check", "/authority/host_check", false)?;
+
+        let mut premises = BTreeMap::new();
+        if let Some(p) = m.get("premises") {
+            for (k, v) in object(p, "/premises")? {
+                check_name(k, "/premises")?;
+                premises.insert(k.clone(), v.clone());
+            }
+        }
+
+        let mut bounds = BTreeMap::new();
+        if let Some(b) = m.get("bounds") {
+            for (k, spec) in object(b, "/bounds")? {
+                let field = format!("/bounds/{k}");
+                if !premises.contains_key(k) {
+                    return Err(field_err(
+                        &field,
+                        "bounds a premise the proposal does not declare",
+                    ));
+                }
+                let s = object(spec, &field)?;
+                let bound = match (s.get("at_most"), s.get("at_least"), s.len()) {
+                    (Some(x), None, 1) if x.is_number() => Bound::AtMost(x.clone()),
+                    (None, Some(x), 1) if x.is_number() => Bound::AtLeast(x.clone()),
+                    _ => {
+                        return Err(field_err(
+                            &field,
+                            "must be {\"at_most\": number} or {\"at_least\": number}",
+                        ))
+                    }
+                };
+                bounds.insert(k.clone(), bound);
+            }
+        }
+
+        let cap = match m.get("cap") {
+            None | Some(Value::Null) => None,
+            Some(c) => {
+                let c = object(c, "/cap")?;
+                Some(Cap {
+                    name: name(c.get("name"), "/cap/name")?,
+                    limit_cents: req_u64(c, "limit_cents", "/cap/limit_cents")?,
+                    amount_cents: req_u64(c, "amount_cents", "/cap/amount_cents")?,
+                })
+            }
+        };
+
+        Ok(Proposal {
+            agent,
+            target,
+            key,
+            effect,
+            authority,
+            host_check,
+            premises,
+            bounds,
+            cap,
+        })
+    }
+
+    pub fn effect_id(&self) -> String {
+        effect_id_for(self.key.as_ref(), &self.effect)
+    }
+
+    /// What "the same request" means: the payload, apart from the key it is filed under.
+    pub fn payload_hash(&self) -> String {
+        let mut m = Map::new();
+        m.insert("effect".into(), self.effect.clone());
+        m.insert("target".into(), Value::String(self.target.name.clone()));
+        sha256_hex(canonical(&Value::Object(m)).as_bytes())
+    }
+
+    /// The proposal as recorded in its PROPOSED entry, and read back by recovery.
+    pub fn to_json(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("agent".into(), self.agent.clone().into());
+        let mut t = Map::new();
+        t.insert("name".into(), self.target.name.clone().into());
+        t.insert("dedupes".into(), self.target.dedupes.into());
+        t.insert(
+            "dedupe_window_ms".into(),
+            self.target.dedupe_window_ms.into(),
+        );
+        t.insert("lookup".into(), self.target.lookup.into());
+        t.insert("timeout_ms".into(), self.target.timeout_ms.into());
+        m.insert("target".into(), Value::Object(t));
+        if let Some(k) = &self.key {
+            m.insert("key".into(), k.clone());
+        }
+        m.insert("effect".into(), self.effect.clone());
+        let mut a = Map::new();
+        match &self.authority {
+            Authority::Lease(l) => a.insert("lease".into(), l.clone().into()),
+            Authority::Approval(ap) => a.insert("approval".into(), ap.clone().into()),
+        };
+        if self.host_check {
+            a.insert("host_check".into(), true.into());
+        }
+        m.insert("authority".into(), Value::Object(a));
+        m.insert(
+            "premises".into(),
+            Value::Object(
+                self.premises
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+        );
+        if !self.bounds.is_empty() {
+            let b = self
+                .bounds
+                .iter()
+                .map(|(k, b)| {
+                    let mut o = Map::new();
+                    match b {
+                        Bound::AtMost(x) => o.insert("at_most".into(), x.clone()),
+                        Bound::AtLeast(x) => o.insert("at_least".into(), x.clone()),
+                    };
+                    (k.clone(), Value::Object(o))
+                })
+                .collect();
+            m.insert("bounds".into(), Value::Object(b));
+        }
+        if let Some(c) = &self.cap {
+            let mut o = Map::new();
+            o.insert("name".into(), c.name.clone().into());
+            o.insert("limit_cents".into(), c.limit_cents.into());
+            o.insert("amount_cents".into(), c.amount_cents.into());
+            m.insert("cap".into(), Value::Object(o));
+        }
+        Value::Object(m)
+    }
+
+    /// The premise names to capture: the proposal's own, then any extra the approval saw.
+    pub fn premise_names(&self, extra: &[String]) -> Vec<String> {
+        let mut names: Vec<String> = self.premises.keys().cloned().collect();
+        for n in extra {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+        names
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = r#"{"agent":"refund-agent","target":{"name":"payments","dedupes":true},
+        "key":"refund:order_881","effect":{"order":"order_881","amount_cents":2000},
+        "authority":{"lease":"case-4471"},"premises":{"eligible":true,"refunded_by_others_cents":0}}"#;
+
+    #[test]
+    fn parses_and_round_trips() {
+        let p = Proposal::parse(OK).unwrap();
+        assert_eq!(p.target.dedupe_window_ms, DEFAULT_DEDUPE_WINDOW_MS);
+        let again = Proposal::parse(&canonical(&p.to_json())).unwrap();
+        assert_eq!(p, again);
+    }
+
+    fn field_of(text: &str) -> String {
+        match Proposal::parse(text) {
+            Err(GateError::InvalidField { field, .. }) => field,
+            other => panic!("expected a field error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_bad_field_is_named() {
+        assert!(matches!(
+            Proposal::parse("{"),
+            Err(GateError::InvalidJson(_))
+        ));
+        assert_eq!(field_of("[]"), "");
+        assert_eq!(
+            field_of(&OK.replace(r#""agent":"refund-agent","#, "")),
+            "/agent"
+        );
+        assert_eq!(
+            field_of(&OK.replace(r#""dedupes":true"#, r#""dedupes":"yes""#)),
+            "/target/dedupes"
+        );
+        assert_eq!(
+            field_of(&OK.replace(
+                r#""effect":{"order":"order_881","amount_cents":2000}"#,
+                r#""effect":7"#
+            )),
+            "/effect"
+        );
+        assert_eq!(
+            field_of(&OK.replace(r#"{"lease":"case-4471"}"#, "{}")),
+            "/authority"
+        );
+        assert_eq!(
+            field_of(&OK.replace(r#""premises""#, r#""premise""#)),
+            "/premise"
+        );
+        let big = OK.replace("refund-agent", &"a".repeat(MAX_INPUT_BYTES));
+        assert_eq!(
+            Proposal::parse(&big),
+            Err(GateError::TooLarge(MAX_INPUT_BYTES as u64))
+        );
+    }
+}

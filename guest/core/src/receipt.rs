@@ -1,0 +1,256 @@
+//! Receipts and verification. A receipt is derived from an effect's stream alone, so anyone
+//! holding the journal can rebuild and check it; its head pins the stream against
+//! truncation, and an HMAC-SHA256 signature lets a party holding the key (the service, an
+//! auditor) check it was not edited.
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use hmac::{Hmac, Mac};
+use serde_json::{Map, Value};
+use sha2::Sha256;
+
+use crate::canon::canonical;
+use crate::entry::Stream;
+use crate::journal::Journal;
+use crate::types::GateError;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProblemKind {
+    HashMismatch,
+    BrokenLink,
+    BadSeq,
+    Unparsable,
+    Truncated,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub stream: String,
+    pub seq: u64,
+    pub kind: ProblemKind,
+    pub detail: String,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    pub streams: u64,
+    pub entries: u64,
+    pub problems: Vec<Problem>,
+}
+
+fn get<'a>(e: &'a Map<String, Value>, k: &str) -> &'a Value {
+    e.get(k).unwrap_or(&Value::Null)
+}
+
+fn vget<'a>(v: &'a Value, k: &str) -> &'a Value {
+    v.get(k).unwrap_or(&Value::Null)
+}
+
+/// The receipt of one effect stream (schema: ARCHITECTURE.md, "Receipt").
+pub fn build(effect_id: &str, s: &Stream) -> Value {
+    let find = |state: &str| s.entries.iter().find(|e| Stream::state_of(e) == state);
+    let proposed = find("PROPOSED");
+    let last_final = s
+        .entries
+        .iter()
+        .rev()
+        .find(|e| matches!(Stream::state_of(e), "COMMITTED" | "REFUSED" | "AMBIGUOUS"));
+    let sends = s
+        .entries
+        .iter()
+        .filter(|e| Stream::state_of(e) == "DISPATCHED")
+        .count();
+    let final_state = s
+        .last()
+        .map(|e| Stream::state_of(e).to_string())
+        .unwrap_or_default();
+
+    let mut r = Map::new();
+    r.insert("receipt".into(), "interlock/0.1".into());
+    r.insert("effect_id".into(), effect_id.into());
+    if let Some(p) = proposed {
+        let prop = get(p, "proposal");
+        r.insert("agent".into(), vget(prop, "agent").clone());
+        r.insert("effect".into(), vget(prop, "effect").clone());
+        r.insert("target".into(), vget(prop, "target").clone());
+        let mut o = Map::new();
+        o.insert("at_ms".into(), get(p, "at_ms").clone());
+        o.insert("premises".into(), vget(prop, "premises").clone());
+        o.insert("authority".into(), vget(prop, "authority").clone());
+        r.insert("proposed".into(), Value::Object(o));
+    }
+    // Authorized when it fired: every DISPATCHED follows an AUTHORIZED that recorded checks.
+    let mut authorized = Vec::new();
+    for e in s
+        .entries
+        .iter()
+        .filter(|e| Stream::state_of(e) == "AUTHORIZED")
+    {
+        let mut o = Map::new();
+        o.insert("at_ms".into(), get(e, "at_ms").clone());
+        o.insert("checks".into(), get(e, "checks").clone());
+        authorized.push(Value::Object(o));
+    }
+    r.insert("authorized".into(), Value::Array(authorized));
+    let executed = match last_final.map(|e| Stream::state_of(e)) {
+        Some("COMMITTED") => "yes".to_string(),
+        Some(_) => last_final
+            .and_then(|e| e.get("executed"))
+            .and_then(Value::as_str)
+            .unwrap_or("unknown")
+            .to_string(),
+        None if sends == 0 => "no".into(),
+        None => "unknown".into(),
+    };
+    r.insert("executed".into(), executed.into());
+    r.insert("sends".into(), (sends as u64).into());
+    // Recorded: the intent was durable before any send, or the refusal was recorded.
+    r.insert("recorded".into(), (!s.entries.is_empty()).into());
+    r.insert("final".into(), final_state.into());
+    if let Some(f) = last_final {
+        for k in ["reason", "changed", "result", "return_to", "via"] {
+            if let Some(v) = f.get(k) {
+                r.insert(k.into(), v.clone());
+            }
+        }
+    }
+    if let Some(c) = find("CONFIRMED") {
+        r.insert("confirmed".into(), get(c, "evidence").clone());
+    }
+    let entries = s
+        .entries
+        .iter()
+        .map(|e| {
+            let mut o = Map::new();
+            for k in ["seq", "state", "at_ms", "via", "attempt", "hash"] {
+                if let Some(v) = e.get(k) {
+                    o.insert(k.into(), v.clone());
+                }
+            }
+            Value::Object(o)
+        })
+        .collect();
+    r.insert("entries".into(), Value::Array(entries));
+    let mut head = Map::new();
+    head.insert("length".into(), s.len().into());
+    head.insert("hash".into(), s.head.clone().into());
+    r.insert("head".into(), Value::Object(head));
+    r.insert("stream".into(), s.name.clone().into());
+    Value::Object(r)
+}
+
+fn mac(key: &[u8], body: &Value) -> String {
+    let mut m = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    m.update(canonical(body).as_bytes());
+    hex::encode(m.finalize().into_bytes())
+}
+
+pub fn sign(mut receipt: Value, key: &[u8]) -> Value {
+    let sig = mac(key, &receipt);
+    let mut s = Map::new();
+    s.insert("alg".into(), "HMAC-SHA256".into());
+    s.insert("value".into(), sig.into());
+    receipt
+        .as_object_mut()
+        .expect("a receipt is an object")
+        .insert("signature".into(), Value::Object(s));
+    receipt
+}
+
+/// The signature is over the canonical receipt without its `signature` member.
+pub fn signature_holds(receipt: &Value, key: &[u8]) -> bool {
+    let Some(obj) = receipt.as_object() else {
+        return false;
+    };
+    let Some(given) = obj
+        .get("signature")
+        .and_then(|s| s.get("value"))
+        .and_then(Value::as_str)
+    else {
+        return false;
+    };
+    let mut body = obj.clone();
+    body.remove("signature");
+    let mut m = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    m.update(canonical(&Value::Object(body)).as_bytes());
+    match hex::decode(given) {
+        Ok(bytes) => m.verify_slice(&bytes).is_ok(),
+        Err(_) => false,
+    }
+}
+
+/// Check an anchor (a receipt's stream and head) against the stream as stored.
+pub fn anchor_problem(anchor: &Value, s: &Stream) -> Option<Problem> {
+    let length = anchor
+        .get("head")
+        .and_then(|h| h.get("length"))
+        .and_then(Value::as_u64)?;
+    let hash = anchor
+        .get("head")
+        .and_then(|h| h.get("hash"))
+        .and_then(Value::as_str)?;
+    let truncated = |seq: u64, detail: String| {
+        Some(Problem {
+            stream: s.name.clone(),
+            seq,
+            kind: ProblemKind::Truncated,
+            detail,
+        })
+    };
+    if s.len() < length {
+        return truncated(
+            s.len(),
+            format!(
+                "the receipt pins {length} entries, the journal holds {}",
+                s.len()
+            ),
+        );
+    }
+    if length == 0 {
+        return None;
+    }
+    let at = &s.entries[(length - 1) as usize];
+    if at.get("hash").and_then(Value::as_str) != Some(hash) {
+        return truncated(
+            length - 1,
+            "the entry the receipt pins as head differs: the tail was rewritten".into(),
+        );
+    }
+    None
+}
+
+/// Verify every stream's chain, and each anchor against its stream.
+pub fn verify_all(j: &mut dyn Journal, anchors: &[Value]) -> Result<VerifyReport, GateError> {
+    let mut report = VerifyReport::default();
+    for name in j.streams()? {
+        let lines = j.read(&name, 0)?;
+        report.streams += 1;
+        report.entries += lines.len() as u64;
+        match Stream::parse(&name, &lines) {
+            Err(p) => report.problems.push(p),
+            Ok(s) => {
+                for a in anchors
+                    .iter()
+                    .filter(|a| a.get("stream").and_then(Value::as_str) == Some(name.as_str()))
+                {
+                    report.problems.extend(anchor_problem(a, &s));
+                }
+            }
+        }
+    }
+    // An anchor whose stream is gone entirely is the most complete truncation of all.
+    let names = j.streams()?;
+    for a in anchors {
+        if let Some(stream) = a.get("stream").and_then(Value::as_str) {
+            if !names.iter().any(|n| n == stream) {
+                report.problems.push(Problem {
+                    stream: stream.into(),
+                    seq: 0,
+                    kind: ProblemKind::Truncated,
+                    detail: "the receipt's stream is missing".into(),
+                });
+            }
+        }
+    }
+    Ok(report)
+}

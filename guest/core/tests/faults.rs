@@ -1,0 +1,573 @@
+//! The fault catalogue (../shared/FAULTS.md) against the core, natively: an in-memory
+//! journal, the simulated payments service, and a crash modelled as dropping the Gate
+//! (everything it held in memory is lost; the journal and the service remain).
+use interlock_core::{
+    Ask, Executed, Gate, Journal, MemJournal, Outcome, Reason, Reply, State, Step,
+};
+use interlock_payments_sim::{Payments, Tier};
+use serde_json::{json, Value};
+
+const T0: u64 = 1_800_000_000_000;
+const HOUR: u64 = 3_600_000;
+
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Crash {
+    /// The intent is durable; the process dies before the service is called.
+    AfterIntent,
+    /// The service committed; the process dies before the reply is handed back.
+    AfterCommit,
+}
+
+struct World {
+    gate: Gate,
+    j: MemJournal,
+    pay: Payments,
+    now: u64,
+}
+
+impl World {
+    fn new(tier: Tier) -> World {
+        let mut pay = Payments::in_memory(tier);
+        pay.add_order("order_881", 10_000).unwrap();
+        let mut w = World {
+            gate: Gate::new(),
+            j: MemJournal::new(),
+            pay,
+            now: T0,
+        };
+        w.gate
+            .grant_lease(&mut w.j, w.now, "case-4471", T0 + 48 * HOUR)
+            .unwrap();
+        w
+    }
+
+    fn proposal(&self, amount: u64) -> Value {
+        let t = self.pay.tier();
+        json!({"agent": "refund-agent",
+               "target": {"name": "payments", "dedupes": t.dedupes, "lookup": t.lookup, "timeout_ms": 1000},
+               "key": "refund:order_881", "effect": {"order": "order_881", "amount_cents": amount},
+               "authority": {"lease": "case-4471"},
+               "premises": self.pay.premises("order_881", None).unwrap()})
+    }
+
+    fn restart(&mut self) {
+        self.gate = Gate::new();
+        self.now += 2000; // past the 1 s claim
+    }
+
+    /// The host loop: perform each asked step against the service.
+    fn drive(&mut self, mut step: Step, crash: Option<Crash>) -> Option<Outcome> {
+        loop {
+            let reply = match step.ask {
+                Ask::Done(o) => return Some(o),
+                Ask::Capture {
+                    effect_id, names, ..
+                } => {
+                    let p = self.pay.premises("order_881", Some(&effect_id)).unwrap();
+                    let picked: serde_json::Map<String, Value> =
+                        names.iter().map(|n| (n.clone(), p[n].clone())).collect();
+                    Reply::Captured(Value::Object(picked).to_string())
+                }
+                Ask::Authorize { .. } => Reply::Allowed(true),
+                Ask::Apply {
+                    effect_id,
+                    effect,
+                    idempotency_key,
+                    ..
+                } => {
+                    if crash == Some(Crash::AfterIntent) {
+                        return None;
+                    }
+                    let e: Value = serde_json::from_str(&effect).unwrap();
+                    let r = self.pay.refund(
+                        e["order"].as_str().unwrap(),
+                        e["amount_cents"].as_u64().unwrap(),
+                        Some(&idempotency_key),
+                        Some(&effect_id),
+                        self.now,
+                    );
+                    if crash == Some(Crash::AfterCommit) {
+                        return None;
+                    }
+                    match r {
+                        Ok(r) => Reply::Applied(json!({"refund_id": r.id}).to_string()),
+                        Err(e) => Reply::Rejected(e.to_string()),
+                    }
+                }
+                Ask::Query { effect_id, .. } => {
+                    match self.pay.find_by_reference(&effect_id).unwrap() {
+                        Some(r) => Reply::Found(json!({"refund_id": r.id}).to_string()),
+                        None => Reply::NotFound,
+                    }
+                }
+            };
+            step = self
+                .gate
+                .resume(&mut self.j, self.now, step.op, reply)
+                .unwrap();
+        }
+    }
+
+    fn submit(&mut self, amount: u64, crash: Option<Crash>) -> Option<Outcome> {
+        let p = self.proposal(amount).to_string();
+        self.submit_text(&p, crash)
+    }
+
+    fn submit_text(&mut self, p: &str, crash: Option<Crash>) -> Option<Outcome> {
+        let step = self.gate.submit(&mut self.j, self.now, p).unwrap();
+        self.drive(step, crash)
+    }
+
+    fn recover_all(&mut self) -> Vec<Outcome> {
+        let ids = self.gate.open_effects(&mut self.j).unwrap();
+        ids.iter()
+            .map(|id| {
+                let step = self.gate.recover(&mut self.j, self.now, id).unwrap();
+                self.drive(step, None).unwrap()
+            })
+            .collect()
+    }
+
+    fn refunded(&self) -> u64 {
+        self.pay.refunded_cents("order_881")
+    }
+
+    fn journal_verifies(&mut self) {
+        let r = self.gate.verify(&mut self.j, &[]).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+    }
+}
+
+fn tiers() -> [Tier; 3] {
+    [Tier::ONE, Tier::TWO, Tier::THREE]
+}
+
+#[test]
+fn plain_send_is_one_durable_write() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        let before = w.j.durable_writes;
+        let o = w.submit(2000, None).unwrap();
+        assert_eq!((o.state, o.executed), (State::Committed, Executed::Yes));
+        assert_eq!(
+            w.j.durable_writes - before,
+            1,
+            "exactly one fsync on the send path"
+        );
+        assert_eq!(w.refunded(), 2000);
+        w.journal_verifies();
+    }
+}
+
+#[test]
+fn f1_crash_before_the_intent_is_durable() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        // The process died before submit wrote anything; on restart the agent submits again.
+        w.restart();
+        assert!(w.recover_all().is_empty());
+        assert_eq!(w.submit(2000, None).unwrap().state, State::Committed);
+        assert_eq!(w.refunded(), 2000);
+    }
+}
+
+#[test]
+fn crash_after_the_intent_before_the_send() {
+    for (tier, want, paid) in [
+        (Tier::ONE, State::Committed, 2000),
+        (Tier::TWO, State::Committed, 2000),
+        (Tier::THREE, State::Ambiguous, 0),
+    ] {
+        let mut w = World::new(tier);
+        assert!(w.submit(2000, Some(Crash::AfterIntent)).is_none());
+        w.restart();
+        let o = w.recover_all();
+        assert_eq!(o[0].state, want, "{tier:?}");
+        assert_eq!(w.refunded(), paid, "{tier:?}");
+    }
+}
+
+#[test]
+fn f2_crash_after_the_send_before_the_reply() {
+    for (tier, want) in [
+        (Tier::ONE, State::Committed),
+        (Tier::TWO, State::Committed),
+        (Tier::THREE, State::Ambiguous),
+    ] {
+        let mut w = World::new(tier);
+        assert!(w.submit(2000, Some(Crash::AfterCommit)).is_none());
+        // While the claim is live nobody acts, not even recovery.
+        let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+        let live = w.gate.recover(&mut w.j, w.now, &id).unwrap();
+        match live.ask {
+            Ask::Done(o) => assert_eq!(
+                (o.state, o.reason),
+                (State::Dispatched, Some(Reason::ClaimLive))
+            ),
+            other => panic!("acted under a live claim: {other:?}"),
+        }
+        w.restart();
+        let o = w.recover_all();
+        assert_eq!(o[0].state, want, "{tier:?}");
+        assert_eq!(w.refunded(), 2000, "{tier:?}");
+        assert_eq!(w.pay.refund_count(), 1, "{tier:?}");
+        if tier == Tier::THREE {
+            assert_eq!(
+                (o[0].reason, o[0].executed),
+                (Some(Reason::NoDedupeNoLookup), Executed::Unknown)
+            );
+        }
+        w.journal_verifies();
+    }
+}
+
+#[test]
+fn f3_same_request_twice_returns_the_first_outcome() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        let p = w.proposal(2000).to_string();
+        let first = w.submit_text(&p, None).unwrap();
+        let second = w.submit_text(&p, None).unwrap();
+        assert_eq!(second.state, first.state);
+        assert_eq!(second.result, first.result);
+        assert!(second.replayed && !first.replayed);
+        assert_eq!(w.refunded(), 2000);
+    }
+}
+
+#[test]
+fn f3_concurrent_duplicates_one_send() {
+    let mut w = World::new(Tier::TWO);
+    let p = w.proposal(2000).to_string();
+    let mut other = Gate::new();
+    let a = w.gate.submit(&mut w.j, w.now, &p).unwrap();
+    let b = other.submit(&mut w.j, w.now, &p).unwrap();
+    // Both read premises; the first to write its intent wins, the second sees the claim.
+    let cap = |w: &World, s: &Step| match &s.ask {
+        Ask::Capture { effect_id, .. } => Reply::Captured(
+            w.pay
+                .premises("order_881", Some(effect_id))
+                .unwrap()
+                .to_string(),
+        ),
+        a => panic!("{a:?}"),
+    };
+    let (ra, rb) = (cap(&w, &a), cap(&w, &b));
+    let a2 = w.gate.resume(&mut w.j, w.now, a.op, ra).unwrap();
+    let b2 = other.resume(&mut w.j, w.now, b.op, rb).unwrap();
+    assert!(matches!(a2.ask, Ask::Apply { .. }));
+    match b2.ask {
+        Ask::Done(o) => assert_eq!(o.reason, Some(Reason::ClaimLive)),
+        x => panic!("second worker must not send: {x:?}"),
+    }
+    assert_eq!(w.drive(a2, None).unwrap().state, State::Committed);
+    assert_eq!(w.refunded(), 2000);
+}
+
+#[test]
+fn f4_model_says_30_on_the_retry() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        w.submit(2000, Some(Crash::AfterCommit));
+        w.restart();
+        w.recover_all();
+        let o = w.submit(3000, None).unwrap();
+        assert_eq!(
+            (o.state, o.reason),
+            (State::Refused, Some(Reason::ConflictingPayload))
+        );
+        assert_eq!(w.refunded(), 2000);
+    }
+}
+
+#[test]
+fn f5_same_key_other_amount() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        w.submit(2000, None);
+        let before = w.j.log.len();
+        let o = w.submit(2500, None).unwrap();
+        assert_eq!(
+            (o.state, o.reason, o.executed),
+            (
+                State::Refused,
+                Some(Reason::ConflictingPayload),
+                Executed::No
+            )
+        );
+        assert_eq!(
+            w.j.log.len(),
+            before,
+            "a conflicting payload records nothing"
+        );
+        assert_eq!(w.refunded(), 2000);
+    }
+}
+
+#[test]
+fn f6_lease_revoked_before_the_send() {
+    let mut w = World::new(Tier::ONE);
+    w.gate.revoke_lease(&mut w.j, w.now, "case-4471").unwrap();
+    let o = w.submit(2000, None).unwrap();
+    assert_eq!(
+        (o.state, o.reason, o.executed),
+        (State::Refused, Some(Reason::LeaseRevoked), Executed::No)
+    );
+    assert_eq!(w.refunded(), 0);
+    let mut expired = World::new(Tier::ONE);
+    expired.now += 49 * HOUR;
+    assert_eq!(
+        expired.submit(2000, None).unwrap().reason,
+        Some(Reason::LeaseExpired)
+    );
+}
+
+#[test]
+fn f7_order_stops_being_eligible() {
+    let mut w = World::new(Tier::TWO);
+    let p = w.proposal(2000).to_string(); // decided while eligible
+    w.pay.set_eligible("order_881", false).unwrap();
+    let o = w.submit_text(&p, None).unwrap();
+    assert_eq!(
+        (o.state, o.reason),
+        (State::Refused, Some(Reason::PremiseChanged))
+    );
+    assert_eq!(o.changed.len(), 1);
+    assert_eq!(
+        (
+            o.changed[0].name.as_str(),
+            o.changed[0].was.as_str(),
+            o.changed[0].now.as_str()
+        ),
+        ("eligible", "true", "false")
+    );
+    assert_eq!(w.refunded(), 0);
+    let receipt: Value =
+        serde_json::from_str(&w.gate.receipt(&mut w.j, &o.effect_id, None).unwrap()).unwrap();
+    assert_eq!(receipt["changed"][0]["name"], "eligible");
+}
+
+#[test]
+fn f8_hand_refund_during_the_outage() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        w.submit(2000, Some(Crash::AfterIntent));
+        w.pay.refund_by_hand("order_881", 2000, w.now).unwrap();
+        w.restart();
+        let o = w.recover_all();
+        assert_eq!(w.refunded(), 2000, "{tier:?}");
+        if tier.lookup {
+            assert_eq!((o[0].state, o[0].executed), (State::Refused, Executed::No));
+        } else {
+            assert_eq!(o[0].state, State::Refused, "{tier:?}");
+        }
+    }
+}
+
+#[test]
+fn f9_lease_revoked_during_the_outage() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        w.submit(2000, Some(Crash::AfterIntent));
+        w.gate.revoke_lease(&mut w.j, w.now, "case-4471").unwrap();
+        w.restart();
+        let o = w.recover_all();
+        assert_eq!(w.refunded(), 0, "{tier:?}");
+        assert_eq!(
+            (o[0].state, o[0].reason),
+            (State::Refused, Some(Reason::LeaseRevoked)),
+            "{tier:?}"
+        );
+    }
+}
+
+#[test]
+fn f10_after_the_dedupe_window() {
+    let with_lookup = Tier {
+        dedupes: true,
+        lookup: true,
+    };
+    let mut w = World::new(with_lookup);
+    w.submit(2000, Some(Crash::AfterCommit));
+    w.gate
+        .grant_lease(&mut w.j, w.now, "case-4471", T0 + 100 * HOUR)
+        .unwrap();
+    w.now += 25 * HOUR;
+    w.gate = Gate::new();
+    let o = w.recover_all();
+    assert_eq!(o[0].state, State::Committed);
+    assert_eq!(w.refunded(), 2000);
+
+    let mut w = World::new(Tier::ONE);
+    w.submit(2000, Some(Crash::AfterCommit));
+    w.gate
+        .grant_lease(&mut w.j, w.now, "case-4471", T0 + 100 * HOUR)
+        .unwrap();
+    w.now += 25 * HOUR;
+    w.gate = Gate::new();
+    let o = w.recover_all();
+    assert_eq!(
+        (o[0].state, o[0].reason),
+        (State::Ambiguous, Some(Reason::DedupeWindowPassed))
+    );
+    assert_eq!(w.refunded(), 2000, "never a resend past the window");
+}
+
+#[test]
+fn f11_two_approvals_race_one_cap() {
+    let mut w = World::new(Tier::ONE);
+    let mk = |w: &World, key: &str| {
+        let mut p = w.proposal(2000);
+        p["key"] = json!(key);
+        p["cap"] = json!({"name": "order_881", "limit_cents": 3000, "amount_cents": 2000});
+        p.to_string()
+    };
+    let (pa, pb) = (mk(&w, "refund:order_881:a"), mk(&w, "refund:order_881:b"));
+    let mut other = Gate::new();
+    let a = w.gate.submit(&mut w.j, w.now, &pa).unwrap();
+    let b = other.submit(&mut w.j, w.now, &pb).unwrap();
+    let prem = Reply::Captured(w.pay.premises("order_881", None).unwrap().to_string());
+    let a2 = w.gate.resume(&mut w.j, w.now, a.op, prem.clone()).unwrap();
+    let b2 = other.resume(&mut w.j, w.now, b.op, prem).unwrap();
+    let oa = w.drive(a2, None).unwrap();
+    let ob = match b2.ask {
+        Ask::Done(o) => o,
+        x => panic!("{x:?}"),
+    };
+    assert_eq!(oa.state, State::Committed);
+    assert_eq!(
+        (ob.state, ob.reason),
+        (State::Refused, Some(Reason::CapExceeded))
+    );
+    assert_eq!(w.refunded(), 2000);
+}
+
+#[test]
+fn f12_stale_approval_goes_back_to_the_approver() {
+    let mut w = World::new(Tier::ONE);
+    let seen = w.pay.premises("order_881", None).unwrap();
+    let approval = json!({"approval": "apr-120", "approver": "manager@shop",
+        "request": {"key": "refund:order_881:120", "effect": {"order": "order_881", "amount_cents": 12000}},
+        "premises_seen": seen});
+    w.pay.add_order("order_881", 20_000).unwrap();
+    w.gate
+        .approve(&mut w.j, w.now, &approval.to_string())
+        .unwrap();
+    w.pay.refund_by_hand("order_881", 12_000, w.now).unwrap();
+    let p = json!({"agent": "refund-agent", "target": {"name": "payments", "dedupes": true},
+        "key": "refund:order_881:120", "effect": {"order": "order_881", "amount_cents": 12000},
+        "authority": {"approval": "apr-120"}, "premises": {"eligible": true}});
+    let o = w.submit_text(&p.to_string(), None).unwrap();
+    assert_eq!(
+        (o.state, o.reason),
+        (State::Refused, Some(Reason::ApprovalStale))
+    );
+    assert_eq!(o.return_to.as_deref(), Some("manager@shop"));
+    assert_eq!(o.changed[0].name, "refunded_by_others_cents");
+    assert_eq!(w.refunded(), 12_000);
+}
+
+#[test]
+fn an_unrelated_refund_inside_a_bound_does_not_refuse() {
+    let mut w = World::new(Tier::ONE);
+    let mut p = w.proposal(2000);
+    p["bounds"] = json!({"refunded_by_others_cents": {"at_most": 1000}});
+    w.pay.refund_by_hand("order_881", 500, w.now).unwrap();
+    assert_eq!(
+        w.submit_text(&p.to_string(), None).unwrap().state,
+        State::Committed
+    );
+    assert_eq!(w.refunded(), 2500);
+}
+
+#[test]
+fn a_failed_premise_read_at_recovery_keeps_the_effect_open() {
+    let mut w = World::new(Tier::ONE);
+    w.submit(2000, Some(Crash::AfterIntent));
+    w.restart();
+    let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+    let s = w.gate.recover(&mut w.j, w.now, &id).unwrap();
+    assert!(matches!(s.ask, Ask::Capture { .. }));
+    let s = w
+        .gate
+        .resume(&mut w.j, w.now, s.op, Reply::Failed("db down".into()))
+        .unwrap();
+    match s.ask {
+        Ask::Done(o) => assert_eq!(
+            (o.state, o.reason),
+            (State::Dispatched, Some(Reason::ReadFailed))
+        ),
+        x => panic!("sent blind: {x:?}"),
+    }
+    assert_eq!(w.gate.open_effects(&mut w.j).unwrap(), vec![id]);
+    assert_eq!(w.recover_all()[0].state, State::Committed);
+    assert_eq!(w.refunded(), 2000);
+}
+
+#[test]
+fn bad_input_is_a_typed_error_and_the_journal_is_untouched() {
+    let mut w = World::new(Tier::ONE);
+    let before = w.j.log.len();
+    for bad in ["{", "[]", r#"{"agent": 3}"#, &"x".repeat(70_000)] {
+        assert!(w.gate.submit(&mut w.j, w.now, bad).is_err());
+    }
+    let p = w.proposal(2000).to_string();
+    let s = w.gate.submit(&mut w.j, w.now, &p).unwrap();
+    let err = w
+        .gate
+        .resume(&mut w.j, w.now, s.op, Reply::NotFound)
+        .unwrap_err();
+    assert!(matches!(err, interlock_core::GateError::UnexpectedReply(_)));
+    assert_eq!(w.j.log.len(), before);
+    // The operation still waits for its proper reply.
+    let o = w.drive(s, None).unwrap();
+    assert_eq!(o.state, State::Committed);
+}
+
+#[test]
+fn receipts_sign_and_catch_edits() {
+    let mut w = World::new(Tier::ONE);
+    let o = w.submit(2000, None).unwrap();
+    let key = b"shared-with-the-service";
+    let r = w.gate.receipt(&mut w.j, &o.effect_id, Some(key)).unwrap();
+    assert!(w
+        .gate
+        .check_receipt(&mut w.j, &r, key)
+        .unwrap()
+        .problems
+        .is_empty());
+    let forged = r.replace("\"amount_cents\":2000", "\"amount_cents\":200000");
+    assert!(!w
+        .gate
+        .check_receipt(&mut w.j, &forged, key)
+        .unwrap()
+        .problems
+        .is_empty());
+    assert!(!w
+        .gate
+        .check_receipt(&mut w.j, &r, b"other key")
+        .unwrap()
+        .problems
+        .is_empty());
+    // Truncating the journal under a receipt is caught through its anchor.
+    w.j.truncate(&format!("effect:{}", o.effect_id), 1);
+    let rep = w.gate.verify(&mut w.j, &[r]).unwrap();
+    assert_eq!(rep.problems.len(), 1);
+    assert_eq!(rep.problems[0].kind, interlock_core::ProblemKind::Truncated);
+}
+
+#[test]
+fn journal_is_deterministic_under_a_fixed_clock() {
+    let run = || {
+        let mut w = World::new(Tier::TWO);
+        w.submit(2000, Some(Crash::AfterCommit));
+        w.restart();
+        w.recover_all();
+        w.j.to_jsonl()
+    };
+    assert_eq!(run(), run());
+    let text = run();
+    assert!(text.lines().all(|l| l.starts_with('{')));
+    let mut j = MemJournal::new();
+    assert!(j.streams().unwrap().is_empty());
+}

@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Build the gate component (guest/component) for wasm32-wasip2 and copy it to dist/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
+cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Cargo.toml "$@"
+mkdir -p dist
+cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_gate.wasm
+echo "dist/interlock_gate.wasm ($(wc -c < dist/interlock_gate.wasm) bytes)"
