@@ -947,12 +947,14 @@ impl Gate {
         match Stream::state_of(last) {
             "CONFIRMED" => return Ok(recorded_outcome(effect_id, &s, true)),
             "COMMITTED" | "AMBIGUOUS" => {}
-            other => return Err(field_err(
-                "/effect",
-                format!(
+            other => {
+                return Err(field_err(
+                    "/effect",
+                    format!(
                     "only a committed or ambiguous effect can be confirmed; this one is {other}"
                 ),
-            )),
+                ))
+            }
         }
         s.append(
             j,

@@ -92,7 +92,7 @@ pub fn build(effect_id: &str, s: &Stream) -> Value {
         authorized.push(Value::Object(o));
     }
     r.insert("authorized".into(), Value::Array(authorized));
-    let executed = match last_final.map(|e| Stream::state_of(e)) {
+    let executed = match last_final.map(Stream::state_of) {
         Some("COMMITTED") => "yes".to_string(),
         Some(_) => last_final
             .and_then(|e| e.get("executed"))

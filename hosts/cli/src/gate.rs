@@ -1,0 +1,335 @@
+//! [`GateHost`]: one instance of the gate component and the loop that drives its steps.
+//!
+//! The gate never calls a target. It answers each call with a step (capture, authorize,
+//! apply, query, or done); the host performs it through [`Targets`] and hands the reply
+//! back with `resume`. Nothing here decides anything: the loop only routes.
+
+use std::fmt;
+
+use wasmtime::Store;
+
+use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
+use crate::bindings::interlock::gate::journal::JournalError;
+use crate::bindings::interlock::gate::target::{Ask, Reply, Step};
+use crate::bindings::interlock::gate::types::{Outcome, Reason, State};
+use crate::bindings::GateComponent;
+use crate::clock::Clock;
+use crate::journal::{Journal, JournalStore};
+use crate::runtime::Runtime;
+use crate::targets::Targets;
+
+/// The store data: what the component's imports reach.
+pub struct HostState {
+    pub(crate) journal: Journal,
+    pub(crate) clock: Clock,
+}
+
+/// Where a test or the demo kills the host on purpose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// The gate asked to apply, so the intent is durable; die before calling the service.
+    AfterIntent,
+    /// The service applied the effect; die before its reply reaches the gate.
+    AfterCommit,
+    /// During recovery, right after its apply or query reached the service.
+    InRecovery,
+}
+
+impl fmt::Display for CrashPoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CrashPoint::AfterIntent => "after the intent was durable, before the send",
+            CrashPoint::AfterCommit => "after the service committed, before the reply",
+            CrashPoint::InRecovery => "during recovery, after its send or lookup",
+        })
+    }
+}
+
+/// How a [`CrashPoint`] is acted on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashAction {
+    /// Abort the process, as a real crash does (the CLI's demo).
+    Abort,
+    /// Return [`Error::Crashed`]; the caller drops the host and starts a fresh one.
+    Error,
+}
+
+/// Why a gate call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The gate refused the call (the WIT `gate-error`); the journal is as documented there.
+    #[error("{}", describe(.0))]
+    Gate(GateError),
+    /// A crash injected with [`GateHost::crash_at`] and [`CrashAction::Error`].
+    #[error("simulated crash {0}")]
+    Crashed(CrashPoint),
+    /// The component trapped (or wasmtime failed). Never a gate error: the instance is
+    /// broken and must be dropped.
+    #[error("the gate component trapped: {0:#}")]
+    Trap(anyhow::Error),
+}
+
+fn trap(e: wasmtime::Error) -> Error {
+    Error::Trap(anyhow::Error::from(e))
+}
+
+/// How long recovery waits on another worker's live claim (the gate answers `dispatched`
+/// with reason `claim-live`): poll every `poll_ms`, at most `max_polls` times.
+#[derive(Clone, Copy, Debug)]
+pub struct ClaimWait {
+    pub poll_ms: u64,
+    pub max_polls: u32,
+}
+
+impl Default for ClaimWait {
+    fn default() -> Self {
+        // 30 s in all: longer than any claim the demo and the tests take.
+        ClaimWait {
+            poll_ms: 200,
+            max_polls: 150,
+        }
+    }
+}
+
+/// One effect's recovery: its id and how it ended (or why the gate refused the call).
+pub type Recovered = (String, Result<Outcome, Error>);
+
+/// One instance of the gate component with its journal and clock.
+pub struct GateHost {
+    store: Store<HostState>,
+    gate: GateComponent,
+    clock: Clock,
+    crash: Option<(CrashPoint, CrashAction)>,
+    claim_wait: ClaimWait,
+}
+
+impl GateHost {
+    /// A fresh instance over `journal`. Cheap (the component is compiled once in
+    /// `runtime`); a restarted process is a new `GateHost` on the same journal.
+    pub fn new(
+        runtime: &Runtime,
+        journal: Box<dyn JournalStore>,
+        clock: Clock,
+    ) -> Result<GateHost, Error> {
+        let mut store = Store::new(
+            &runtime.engine,
+            HostState {
+                journal: Journal(journal),
+                clock: clock.clone(),
+            },
+        );
+        let gate = runtime.pre.instantiate(&mut store).map_err(trap)?;
+        Ok(GateHost {
+            store,
+            gate,
+            clock,
+            crash: None,
+            claim_wait: ClaimWait::default(),
+        })
+    }
+
+    /// Kill this host at `point` (see [`CrashAction`]).
+    pub fn crash_at(&mut self, point: CrashPoint, action: CrashAction) {
+        self.crash = Some((point, action));
+    }
+
+    pub fn set_claim_wait(&mut self, wait: ClaimWait) {
+        self.claim_wait = wait;
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    fn api(&self) -> &Guest {
+        self.gate.interlock_gate_gate()
+    }
+
+    /// Runs `first` and every step after it until the gate is done.
+    pub fn drive(&mut self, first: Step, targets: &mut dyn Targets) -> Result<Outcome, Error> {
+        self.drive_steps(first, targets, false)
+    }
+
+    fn drive_steps(
+        &mut self,
+        first: Step,
+        targets: &mut dyn Targets,
+        recovering: bool,
+    ) -> Result<Outcome, Error> {
+        let mut step = first;
+        loop {
+            let reply = match &step.ask {
+                Ask::Done(outcome) => return Ok(outcome.clone()),
+                Ask::Capture(req) => targets.capture(req),
+                Ask::Authorize(req) => targets.authorize(req),
+                Ask::Apply(req) => {
+                    if !recovering {
+                        self.maybe_crash(CrashPoint::AfterIntent)?;
+                    }
+                    let reply = targets.apply(req);
+                    self.maybe_crash(if recovering {
+                        CrashPoint::InRecovery
+                    } else {
+                        CrashPoint::AfterCommit
+                    })?;
+                    reply
+                }
+                Ask::Query(req) => {
+                    let reply = targets.query(req);
+                    if recovering {
+                        self.maybe_crash(CrashPoint::InRecovery)?;
+                    }
+                    reply
+                }
+            };
+            step = self.resume(step.op, &reply)?;
+        }
+    }
+
+    fn maybe_crash(&self, here: CrashPoint) -> Result<(), Error> {
+        match self.crash {
+            Some((point, CrashAction::Abort)) if point == here => std::process::abort(),
+            Some((point, CrashAction::Error)) if point == here => Err(Error::Crashed(point)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Gates a proposal (JSON, schema in ARCHITECTURE.md) through to its outcome.
+    pub fn submit(&mut self, proposal: &str, targets: &mut dyn Targets) -> Result<Outcome, Error> {
+        let first = self.submit_step(proposal)?;
+        self.drive(first, targets)
+    }
+
+    /// Only the first step of a submit, for a caller driving steps itself.
+    pub fn submit_step(&mut self, proposal: &str) -> Result<Step, Error> {
+        let api = self.api().clone();
+        gate(api.call_submit(&mut self.store, &proposal.to_owned()))
+    }
+
+    pub fn resume(&mut self, op: u64, reply: &Reply) -> Result<Step, Error> {
+        let api = self.api().clone();
+        gate(api.call_resume(&mut self.store, op, reply))
+    }
+
+    /// Recovers one effect by the gate's recovery table. While another worker's claim is
+    /// live the gate says so (`dispatched`, `claim-live`) and this waits and asks again,
+    /// as the gate's answer tells it to; after [`ClaimWait`] runs out that answer is returned.
+    pub fn recover(&mut self, effect: &str, targets: &mut dyn Targets) -> Result<Outcome, Error> {
+        let mut polls = 0;
+        loop {
+            let api = self.api().clone();
+            let first = gate(api.call_recover(&mut self.store, &effect.to_owned()))?;
+            let outcome = self.drive_steps(first, targets, true)?;
+            let claim_live =
+                outcome.state == State::Dispatched && outcome.reason == Some(Reason::ClaimLive);
+            if !claim_live || polls >= self.claim_wait.max_polls {
+                return Ok(outcome);
+            }
+            polls += 1;
+            self.clock.sleep(self.claim_wait.poll_ms);
+        }
+    }
+
+    /// Recovers every open effect. One effect's gate error does not stop the others; a
+    /// trap or an injected crash stops everything (the instance is gone).
+    pub fn recover_all(&mut self, targets: &mut dyn Targets) -> Result<Vec<Recovered>, Error> {
+        let mut results = Vec::new();
+        for effect in self.open_effects()? {
+            let result = self.recover(&effect, targets);
+            if let Err(e @ (Error::Trap(_) | Error::Crashed(_))) = result {
+                return Err(e);
+            }
+            results.push((effect, result));
+        }
+        Ok(results)
+    }
+
+    pub fn open_effects(&mut self) -> Result<Vec<String>, Error> {
+        let api = self.api().clone();
+        gate(api.call_open_effects(&mut self.store))
+    }
+
+    pub fn effect_id_of(&mut self, proposal: &str) -> Result<String, Error> {
+        let api = self.api().clone();
+        gate(api.call_effect_id_of(&mut self.store, &proposal.to_owned()))
+    }
+
+    pub fn cancel(&mut self, op: u64) -> Result<(), Error> {
+        let api = self.api().clone();
+        api.call_cancel(&mut self.store, op).map_err(trap)
+    }
+
+    pub fn grant_lease(&mut self, lease: &str, expires_at_ms: u64) -> Result<(), Error> {
+        let api = self.api().clone();
+        gate(api.call_grant_lease(&mut self.store, lease, expires_at_ms))
+    }
+
+    pub fn revoke_lease(&mut self, lease: &str) -> Result<(), Error> {
+        let api = self.api().clone();
+        gate(api.call_revoke_lease(&mut self.store, lease))
+    }
+
+    pub fn approve(&mut self, approval: &str) -> Result<(), Error> {
+        let api = self.api().clone();
+        gate(api.call_approve(&mut self.store, &approval.to_owned()))
+    }
+
+    pub fn revoke_approval(&mut self, approval: &str) -> Result<(), Error> {
+        let api = self.api().clone();
+        gate(api.call_revoke_approval(&mut self.store, approval))
+    }
+
+    pub fn confirm(&mut self, effect: &str, evidence: &str) -> Result<Outcome, Error> {
+        let api = self.api().clone();
+        gate(api.call_confirm(&mut self.store, &effect.to_owned(), &evidence.to_owned()))
+    }
+
+    /// The receipt JSON, signed with HMAC-SHA256 when `key` is given.
+    pub fn receipt(&mut self, effect: &str, key: Option<&[u8]>) -> Result<String, Error> {
+        let api = self.api().clone();
+        gate(api.call_receipt(&mut self.store, &effect.to_owned(), key))
+    }
+
+    pub fn check_receipt(&mut self, receipt: &str, key: &[u8]) -> Result<VerifyReport, Error> {
+        let api = self.api().clone();
+        gate(api.call_check_receipt(&mut self.store, &receipt.to_owned(), key))
+    }
+
+    /// Verifies every stream; each receipt in `anchors` pins its stream's length and head.
+    pub fn verify(&mut self, anchors: &[String]) -> Result<VerifyReport, Error> {
+        let api = self.api().clone();
+        gate(api.call_verify(&mut self.store, anchors))
+    }
+}
+
+/// Splits a call's two failure layers: a trap (outer) and the gate's own error (inner).
+fn gate<T>(r: wasmtime::Result<Result<T, GateError>>) -> Result<T, Error> {
+    r.map_err(trap)?.map_err(Error::Gate)
+}
+
+/// A gate error for a person.
+pub fn describe(e: &GateError) -> String {
+    match e {
+        GateError::InvalidJson(m) => format!("the input is not JSON: {m}"),
+        GateError::InvalidField(f) => format!("invalid input at {}: {}", f.field, f.problem),
+        GateError::TooLarge(limit) => format!("the input is larger than {limit} bytes"),
+        GateError::UnknownEffect(id) => format!("no effect {id} in the journal"),
+        GateError::UnknownOperation(op) => format!("no operation {op} is in progress"),
+        GateError::UnexpectedReply(m) => format!("the reply does not answer the step: {m}"),
+        GateError::Journal(j) => format!("the journal failed (nothing was sent): {}", journal(j)),
+        GateError::CorruptJournal(m) => {
+            format!("the journal fails verification, the gate will not act on it: {m}")
+        }
+        GateError::Contention(m) => format!("other workers kept winning the journal: {m}; retry"),
+    }
+}
+
+fn journal(e: &JournalError) -> String {
+    match e {
+        JournalError::Conflict(actual) => format!("append conflict (stream length is {actual})"),
+        JournalError::Io(m) => format!("i/o error: {m}"),
+        JournalError::Corrupt(m) => format!("corrupt: {m}"),
+        JournalError::TornTail(m) => format!("torn tail: {m}"),
+        JournalError::Other(m) => m.clone(),
+    }
+}

@@ -1,0 +1,33 @@
+//! The wasmtime host of the Interlock gate component.
+//!
+//! Every rule of the gate lives in the component (guest/). This crate is glue: it provides
+//! the component's imports (one file per WIT interface: [`journal`], [`clock`]), loads and
+//! caches the component ([`runtime`]), and drives the gate's sans-IO steps against target
+//! adapters ([`gate`], [`targets`]). A recovery rule or any other decision written here
+//! would drift from the other hosts: it is a bug.
+
+pub mod clock;
+pub mod gate;
+pub mod journal;
+pub mod runtime;
+pub mod targets;
+
+/// The generated bindings of world `gate-component`, in one place.
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        world: "gate-component",
+        path: "../../wit",
+    });
+}
+
+pub use bindings::exports::interlock::gate::gate::{GateError, Problem, ProblemKind, VerifyReport};
+pub use bindings::interlock::gate::journal::JournalError;
+pub use bindings::interlock::gate::target::{
+    ApplyRequest, Ask, AuthorizeRequest, CaptureRequest, QueryRequest, Reply, Step,
+};
+pub use bindings::interlock::gate::types::{Executed, Outcome, PremiseChange, Reason, State};
+pub use clock::Clock;
+pub use gate::{CrashPoint, Error, GateHost};
+pub use journal::{JournalStore, MemoryJournal};
+pub use runtime::Runtime;
+pub use targets::{PaymentsTarget, Targets};

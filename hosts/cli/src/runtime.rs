@@ -1,0 +1,143 @@
+//! Finding, compiling and caching the gate component.
+//!
+//! Compiling the component with cranelift costs ~100 ms, paid by every CLI process (the
+//! demo runs three). So the compiled artifact is cached next to the .wasm, keyed by a hash
+//! of the wasm bytes and of the engine's settings: a rebuilt guest or another wasmtime
+//! never loads a stale artifact.
+
+use std::fmt::Write as _;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, Context, Result};
+use sha2::{Digest, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+use crate::bindings::{interlock, wasi, GateComponentPre};
+use crate::gate::HostState;
+
+/// The file name scripts/build-wasm.sh produces.
+pub const WASM_NAME: &str = "interlock_component.wasm";
+
+/// The compiled component, linked against the host's imports, ready to instantiate many
+/// times (one instance per [`crate::GateHost`]).
+#[derive(Clone)]
+pub struct Runtime {
+    pub(crate) engine: Engine,
+    pub(crate) pre: GateComponentPre<HostState>,
+}
+
+impl Runtime {
+    /// Loads the component at `wasm`, from the compiled cache when it is there.
+    pub fn load(wasm: &Path) -> Result<Runtime> {
+        let engine = Engine::new(&Config::new()).map_err(anyhow::Error::from)?;
+        let component = load_component(&engine, wasm)?;
+        let mut linker = Linker::<HostState>::new(&engine);
+        interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| &mut s.journal)
+            .map_err(anyhow::Error::from)?;
+        wasi::clocks::wall_clock::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| &mut s.clock)
+            .map_err(anyhow::Error::from)?;
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(anyhow::Error::from)
+            .with_context(|| {
+                format!(
+                    "{} does not fit this host's imports (world gate-component)",
+                    wasm.display()
+                )
+            })?;
+        let pre = GateComponentPre::new(pre).map_err(anyhow::Error::from)?;
+        Ok(Runtime { engine, pre })
+    }
+
+    /// Loads the component from [`locate`].
+    pub fn locate_and_load(explicit: Option<&Path>) -> Result<Runtime> {
+        Runtime::load(&locate(explicit)?)
+    }
+}
+
+/// Where the component is: `explicit` (the `--wasm` flag), else `$INTERLOCK_WASM`, else
+/// the build output under `$CARGO_TARGET_DIR` (or ./target), else next to this executable,
+/// else the checkout's dist/.
+pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = explicit {
+        return Ok(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("INTERLOCK_WASM") {
+        return Ok(PathBuf::from(p));
+    }
+    let mut tried = Vec::new();
+    let target_dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("target"));
+    tried.push(target_dir.join("wasm32-wasip2/release").join(WASM_NAME));
+    if let Some(dir) = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(Path::to_path_buf))
+    {
+        tried.push(dir.join(WASM_NAME));
+        // Test binaries live one level down, in target/<profile>/deps.
+        if let Some(target) = dir.ancestors().find(|a| a.join("wasm32-wasip2").is_dir()) {
+            tried.push(target.join("wasm32-wasip2/release").join(WASM_NAME));
+        }
+    }
+    // A development checkout: scripts/build-wasm.sh also copies it to dist/.
+    tried.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/interlock_gate.wasm"));
+    if let Some(found) = tried.iter().find(|p| p.is_file()) {
+        return Ok(found.clone());
+    }
+    let list = tried.iter().fold(String::new(), |mut s, p| {
+        let _ = write!(s, "\n  {}", p.display());
+        s
+    });
+    Err(anyhow!(
+        "the gate component was not found; build it with `bash scripts/build-wasm.sh` \
+         (or pass --wasm PATH / set INTERLOCK_WASM). Looked in:{list}"
+    ))
+}
+
+/// The component compiled for `engine`: deserialized from the cache file when one
+/// matches, else compiled and cached (best effort: a read-only folder only costs time).
+fn load_component(engine: &Engine, wasm: &Path) -> Result<Component> {
+    let bytes = std::fs::read(wasm).with_context(|| {
+        format!(
+            "cannot read the gate component {}; build it with `bash scripts/build-wasm.sh`",
+            wasm.display()
+        )
+    })?;
+    let cache = cache_path(engine, wasm, &bytes);
+    if cache.is_file() {
+        // SAFETY: deserialize trusts its input to be wasmtime's own output. The file is
+        // named by the hash of the wasm and of this engine's settings, and only this
+        // function writes it (whole, by rename), so it is our output for this engine.
+        if let Ok(c) = unsafe { Component::deserialize_file(engine, &cache) } {
+            return Ok(c);
+        }
+    }
+    let compiled = engine
+        .precompile_component(&bytes)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("{} is not a valid component", wasm.display()))?;
+    // Write under a unique name, then rename: a concurrent process never reads half a file.
+    let tmp = cache.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, &compiled).is_ok() && std::fs::rename(&tmp, &cache).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    // SAFETY: `compiled` was produced just now by this engine.
+    unsafe { Component::deserialize(engine, &compiled) }.map_err(anyhow::Error::from)
+}
+
+fn cache_path(engine: &Engine, wasm: &Path, bytes: &[u8]) -> PathBuf {
+    let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
+    engine
+        .precompile_compatibility_hash()
+        .hash(&mut engine_hash);
+    let mut h = Sha256::new();
+    h.update(bytes);
+    h.update(engine_hash.finish().to_le_bytes());
+    let digest = h.finalize();
+    let key: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    let dir = wasm.parent().unwrap_or(Path::new("."));
+    dir.join(format!("interlock_component.{key}.cwasm"))
+}

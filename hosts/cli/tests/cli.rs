@@ -1,0 +1,135 @@
+//! The real binary, in real processes: the demo's child really aborts, a new process
+//! recovers from the journal on disk.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::T0_MS;
+
+fn interlock(args: &[&str]) -> Output {
+    // Fail (never skip) when the component is missing, with the fix in the message.
+    common::runtime();
+    Command::new(env!("CARGO_BIN_EXE_interlock"))
+        .arg("--clock-ms")
+        .arg(T0_MS.to_string())
+        .args(args)
+        .output()
+        .expect("run interlock")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn demo(mode: &str, dir: &Path) -> String {
+    let out = interlock(&["demo", mode, "--dir", dir.to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(
+        out.status.success(),
+        "demo {mode} failed: {}\n{text}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+fn assert_has(text: &str, want: &str) {
+    assert!(text.contains(want), "expected {want:?} in:\n{text}");
+}
+
+#[test]
+fn demo_tier2_commits_once_via_query() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = demo("2", &dir.path().join("d"));
+    assert_has(&text, "💥 crash");
+    assert_has(
+        &text,
+        "journal says DISPATCHED with no COMMITTED → recovery: COMMITTED (via recovery-query)",
+    );
+    assert_has(&text, "refunded on order #881: $20 (1 refund record(s))");
+    assert!(text.trim_end().ends_with("final COMMITTED"), "{text}");
+}
+
+#[test]
+fn demo_tier1_commits_once_deduped() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = demo("1", &dir.path().join("d"));
+    assert_has(&text, "refunded on order #881: $20 (1 refund record(s))");
+    assert!(text.trim_end().ends_with("final COMMITTED"), "{text}");
+}
+
+#[test]
+fn demo_tier3_is_ambiguous_and_resends_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = demo("3", &dir.path().join("d"));
+    assert_has(&text, "refunded on order #881: $20 (1 refund record(s))");
+    assert!(text.trim_end().ends_with("final AMBIGUOUS"), "{text}");
+}
+
+#[test]
+fn demo_naive_pays_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = demo("naive", &dir.path().join("d"));
+    assert_has(&text, "💥 crash");
+    assert_has(&text, "refunded on order #881: $40 (2 refund record(s))");
+    assert_has(&text, "Paid twice");
+}
+
+#[test]
+fn verify_catches_an_edited_amount() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    demo("2", &dir);
+    let d = dir.to_str().unwrap();
+
+    let ok = interlock(&["verify", d]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stdout(&ok));
+    assert!(stdout(&ok).starts_with("ok: "), "{}", stdout(&ok));
+
+    // Change $20 to $2,000 in the first entry that records the amount.
+    let path = dir.join("journal.jsonl");
+    let journal = std::fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = journal.lines().map(str::to_string).collect();
+    let i = lines
+        .iter()
+        .position(|l| l.contains("\"amount_cents\":2000"))
+        .expect("an entry with the amount");
+    lines[i] = lines[i].replacen("\"amount_cents\":2000", "\"amount_cents\":200000", 1);
+    std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+    let stream: serde_json::Value = serde_json::from_str(&lines[i]).unwrap();
+    let stream = stream["stream"].as_str().unwrap();
+
+    let bad = interlock(&["verify", d]);
+    assert_eq!(bad.status.code(), Some(1), "{}", stdout(&bad));
+    assert_has(&stdout(&bad), stream);
+}
+
+#[test]
+fn errors_are_clear_and_exit_2() {
+    let tmp = tempfile::tempdir().unwrap();
+    let missing = tmp.path().join("nope");
+    let out = interlock(&["verify", missing.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_has(&String::from_utf8_lossy(&out.stderr), "no journal there");
+
+    let dir = tmp.path().join("d");
+    demo("2", &dir);
+    let d = dir.to_str().unwrap();
+    let out = interlock(&["receipt", d, "00000000000000000000000000000000"]);
+    assert_eq!(out.status.code(), Some(2));
+
+    // A torn last line: the journal will not open until repaired.
+    let path = dir.join("journal.jsonl");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(b"{\"stream\":\"x\",\"se");
+    std::fs::write(&path, bytes).unwrap();
+    let out = interlock(&["verify", d]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_has(&String::from_utf8_lossy(&out.stderr), "interlock repair");
+    let out = interlock(&["repair", d]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    let out = interlock(&["verify", d]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+}

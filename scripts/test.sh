@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Every check CI runs: format, lints, native tests of the core and adapters, the component
+# build, its import list, and the CLI host's tests (conformance of the real .wasm).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
+bash scripts/setup.sh
+step() { printf '\n== %s\n' "$*"; }
+step "format";  cargo fmt --all -- --check
+                cargo fmt --manifest-path guest/component/Cargo.toml -- --check
+step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
+                cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
+step "component"; bash scripts/build-wasm.sh
+export INTERLOCK_WASM="$PWD/dist/interlock_gate.wasm"
+step "tests";   cargo test --workspace
