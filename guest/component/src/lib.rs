@@ -165,6 +165,7 @@ fn outcome(o: core_::Outcome) -> ty::Outcome {
             .collect(),
         return_to: o.return_to,
         replayed: o.replayed,
+        retry_after_ms: o.retry_after_ms,
     }
 }
 

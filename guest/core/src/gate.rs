@@ -149,11 +149,16 @@ fn recorded_outcome(id: &str, s: &Stream, replayed: bool) -> Outcome {
         changed,
         return_to: str_of("return_to").map(String::from),
         replayed,
+        retry_after_ms: None,
     }
 }
 
-fn open_outcome(ctx: &Ctx, reason: Reason) -> Outcome {
+fn open_outcome(ctx: &Ctx, reason: Reason, now_ms: u64) -> Outcome {
     let dispatched = dispatches(&ctx.stream).next().is_some();
+    let claim_until = dispatches(&ctx.stream)
+        .last()
+        .and_then(|d| d.get("claim_until_ms"))
+        .and_then(Value::as_u64);
     Outcome {
         effect_id: ctx.id.clone(),
         state: if ctx.stream.entries.is_empty() {
@@ -171,6 +176,7 @@ fn open_outcome(ctx: &Ctx, reason: Reason) -> Outcome {
         changed: Vec::new(),
         return_to: None,
         replayed: false,
+        retry_after_ms: claim_until.filter(|c| *c > now_ms).map(|c| c - now_ms),
     }
 }
 
@@ -205,11 +211,14 @@ impl Gate {
                         GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name))
                     })?;
             if recorded.payload_hash() != p.payload_hash() {
-                let mut o = open_outcome(
-                    &Ctx::new(id, p, Stream::empty("")),
-                    Reason::ConflictingPayload,
+                // Nothing is recorded: the journal keeps the first decision only.
+                let ctx = Ctx::new(id, p, Stream::empty(""));
+                let o = outcome_of(
+                    &ctx,
+                    State::Refused,
+                    Some(Reason::ConflictingPayload),
+                    Executed::No,
                 );
-                o.state = State::Refused;
                 return Ok(done(op, o));
             }
             if is_closed(&stream) {
@@ -368,7 +377,10 @@ impl Gate {
             }
             (Waiting::Apply { .. }, Reply::Unknown(_)) => {
                 // The send may still land: the claim stands until its deadline, then recovery decides.
-                Ok(done(op, open_outcome(&ctx, Reason::TargetUnavailable)))
+                Ok(done(
+                    op,
+                    open_outcome(&ctx, Reason::TargetUnavailable, now_ms),
+                ))
             }
             (Waiting::Query, Reply::Found(text)) => {
                 match parse_json(&text) {
@@ -408,8 +420,8 @@ impl Gate {
     ) -> Result<Step, GateError> {
         let action = decide(ctx.inputs(now_ms));
         match action {
-            Action::Wait => Ok(done(op, open_outcome(&ctx, Reason::ClaimLive))),
-            Action::StayOpen => Ok(done(op, open_outcome(&ctx, Reason::ReadFailed))),
+            Action::Wait => Ok(done(op, open_outcome(&ctx, Reason::ClaimLive, now_ms))),
+            Action::StayOpen => Ok(done(op, open_outcome(&ctx, Reason::ReadFailed, now_ms))),
             Action::Query => {
                 let ask = Ask::Query {
                     effect_id: ctx.id.clone(),
@@ -680,7 +692,7 @@ impl Gate {
         batch.push(("DISPATCHED", fields!("attempt" => attempt, "claim_until_ms" => claim_until, "idempotency_key" => ctx.id.clone())));
         match ctx.stream.append(j, batch, now_ms, true, true) {
             Ok(()) => {}
-            Err(JournalError::Conflict(_)) => return self.lost_race(j, op, &ctx),
+            Err(JournalError::Conflict(_)) => return self.lost_race(j, now_ms, op, &ctx),
             Err(e) => return Err(e.into()),
         }
         let ask = Ask::Apply {
@@ -701,7 +713,13 @@ impl Gate {
     }
 
     /// Another worker advanced this effect first: report where it stands, never act on it.
-    fn lost_race(&mut self, j: &mut dyn Journal, op: u64, ctx: &Ctx) -> Result<Step, GateError> {
+    fn lost_race(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        ctx: &Ctx,
+    ) -> Result<Step, GateError> {
         let s = Stream::load(j, &ctx.stream.name)?;
         if is_closed(&s) {
             return Ok(done(op, recorded_outcome(&ctx.id, &s, true)));
@@ -710,7 +728,7 @@ impl Gate {
             stream: s,
             ..ctx.clone()
         };
-        Ok(done(op, open_outcome(&theirs, Reason::ClaimLive)))
+        Ok(done(op, open_outcome(&theirs, Reason::ClaimLive, now_ms)))
     }
 
     /// Some(cents reserved by others) when the cap holds this effect too, None when it would
@@ -1068,6 +1086,7 @@ fn outcome_of(ctx: &Ctx, state: State, reason: Option<Reason>, executed: Execute
         changed: Vec::new(),
         return_to: None,
         replayed: false,
+        retry_after_ms: None,
     }
 }
 

@@ -103,7 +103,8 @@ pub fn build(effect_id: &str, s: &Stream) -> Value {
         None => "unknown".into(),
     };
     r.insert("executed".into(), executed.into());
-    r.insert("sends".into(), (sends as u64).into());
+    // Attempts, not refunds: a tier-1 resend under the same key is deduped by the target.
+    r.insert("attempts".into(), (sends as u64).into());
     // Recorded: the intent was durable before any send, or the refusal was recorded.
     r.insert("recorded".into(), (!s.entries.is_empty()).into());
     r.insert("final".into(), final_state.into());

@@ -88,6 +88,8 @@ pub struct Outcome {
     pub changed: Vec<PremiseChange>,
     pub return_to: Option<String>,
     pub replayed: bool,
+    /// For an open effect, how long until recovery can act (the live claim's remaining time).
+    pub retry_after_ms: Option<u64>,
 }
 
 /// What the gate asks of the host next.

@@ -212,8 +212,8 @@ impl GateHost {
     }
 
     /// Recovers one effect by the gate's recovery table. While another worker's claim is
-    /// live the gate says so (`dispatched`, `claim-live`) and this waits and asks again,
-    /// as the gate's answer tells it to; after [`ClaimWait`] runs out that answer is returned.
+    /// live the gate says so (`dispatched`, `claim-live`, `retry-after-ms`) and this waits
+    /// that long and asks again; after [`ClaimWait`] runs out that answer is returned.
     pub fn recover(&mut self, effect: &str, targets: &mut dyn Targets) -> Result<Outcome, Error> {
         let mut polls = 0;
         loop {
@@ -226,7 +226,12 @@ impl GateHost {
                 return Ok(outcome);
             }
             polls += 1;
-            self.clock.sleep(self.claim_wait.poll_ms);
+            // The gate says how long the claim has left; sleep that long (plus a
+            // millisecond, since the claim is live until strictly after its deadline).
+            let wait = outcome
+                .retry_after_ms
+                .map_or(self.claim_wait.poll_ms, |ms| ms + 1);
+            self.clock.sleep(wait);
         }
     }
 

@@ -450,10 +450,10 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
         println!("  {}", format!("{s:<11} {effect} {via}").trim_end());
     }
     println!(
-        "receipt: final {}, executed {}, sends {}; full JSON: interlock receipt {} {effect}",
+        "receipt: final {}, executed {}, attempts {}; full JSON: interlock receipt {} {effect}",
         receipt["final"].as_str().unwrap_or("?"),
         receipt["executed"].as_str().unwrap_or("?"),
-        receipt["sends"],
+        receipt["attempts"],
         dir.display()
     );
     println!("final {state}");
