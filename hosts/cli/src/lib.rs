@@ -10,6 +10,7 @@ pub mod clock;
 pub mod gate;
 pub mod journal;
 pub mod runtime;
+pub mod seed;
 pub mod targets;
 
 /// The generated bindings of world `gate-component`, in one place.

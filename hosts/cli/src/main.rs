@@ -10,10 +10,11 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Parser, Subcommand, ValueEnum};
 use interlock_cli::bindings::interlock::gate::types::{Outcome, State};
 use interlock_cli::gate::CrashAction;
+use interlock_cli::seed::{self, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
 use interlock_cli::{Clock, CrashPoint, GateHost, PaymentsTarget, Runtime};
 use interlock_file_journal::{Error as FileError, FileJournal};
 use interlock_payments_sim::{Payments, Tier};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const AFTER_HELP: &str = "\
 Interlock journals an agent's side effect (say, a $20 refund) before it is sent, re-checks
@@ -321,11 +322,6 @@ fn repair(dir: &Path) -> Result<u8, Failure> {
 
 // ---------------------------------------------------------------- the demo
 
-const ORDER: &str = "order_881";
-const PAID_CENTS: u64 = 10_000;
-const REFUND_CENTS: u64 = 2_000;
-const LEASE: &str = "case-4471";
-const HOUR_MS: u64 = 3_600_000;
 /// Marks a folder as the demo's own, so `demo --dir` never wipes anything else.
 const DEMO_MARKER: &str = ".interlock-demo";
 
@@ -356,7 +352,7 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
     } else {
         // The decision: premises read from the system of record now, authority granted.
         let premises = payments.premises(ORDER, None)?;
-        let proposal = proposal(tier, premises);
+        let proposal = seed::proposal(tier, REFUND_CENTS, premises);
         std::fs::write(dir.join("proposal.json"), &proposal)?;
         let mut gate = ctx.gate(&dir)?;
         let effect = gate.effect_id_of(&proposal).map_err(anyhow::Error::from)?;
@@ -458,27 +454,6 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
     );
     println!("final {state}");
     Ok(0)
-}
-
-/// The proposal, in the gate's schema (ARCHITECTURE.md, "Proposal"). The key comes from
-/// the approved request, never from model output.
-fn proposal(tier: Tier, premises: Value) -> String {
-    json!({
-        "agent": "refund-agent",
-        "target": {
-            "name": "payments",
-            "dedupes": tier.dedupes,
-            "lookup": tier.lookup,
-            "dedupe_window_ms": 86_400_000u64,
-            // Short, so the restarted process waits only a second for the claim to lapse.
-            "timeout_ms": 1000,
-        },
-        "key": "refund:order_881",
-        "effect": {"order": ORDER, "amount_cents": REFUND_CENTS},
-        "authority": {"lease": LEASE},
-        "premises": premises,
-    })
-    .to_string()
 }
 
 /// The child processes: they really die (abort), as a crashed agent does.
