@@ -213,3 +213,71 @@ impl JournalStore for MemoryJournal {
         Ok(())
     }
 }
+
+/// One journal shared by several gate instances in one process (workers racing each
+/// other, or a restarted worker beside a dead one), which can also be closed and reopened
+/// underneath them. While closed, every call fails with `other("journal is closed")`.
+#[derive(Clone, Default)]
+pub struct SharedJournal {
+    inner: Arc<Mutex<Option<Box<dyn JournalStore>>>>,
+}
+
+impl SharedJournal {
+    pub fn new(store: Box<dyn JournalStore>) -> SharedJournal {
+        SharedJournal {
+            inner: Arc::new(Mutex::new(Some(store))),
+        }
+    }
+
+    /// Closes the journal (a file journal releases its lock).
+    pub fn close(&self) {
+        *self.lock() = None;
+    }
+
+    /// Puts a (re)opened store behind every handle.
+    pub fn replace(&self, store: Box<dyn JournalStore>) {
+        *self.lock() = Some(store);
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Option<Box<dyn JournalStore>>> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn with<T>(
+        &self,
+        f: impl FnOnce(&mut dyn JournalStore) -> Result<T, JournalError>,
+    ) -> Result<T, JournalError> {
+        match self.lock().as_mut() {
+            Some(store) => f(store.as_mut()),
+            None => Err(JournalError::Other("journal is closed".into())),
+        }
+    }
+}
+
+impl JournalStore for SharedJournal {
+    fn append(
+        &mut self,
+        stream: &str,
+        expected_length: u64,
+        entries: &[String],
+        durable: bool,
+        open: bool,
+    ) -> Result<(), JournalError> {
+        self.with(|s| s.append(stream, expected_length, entries, durable, open))
+    }
+    fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
+        self.with(|s| s.read(stream, start))
+    }
+    fn length(&self, stream: &str) -> Result<u64, JournalError> {
+        self.with(|s| s.length(stream))
+    }
+    fn open_streams(&self) -> Result<Vec<String>, JournalError> {
+        self.with(|s| s.open_streams())
+    }
+    fn streams(&self) -> Result<Vec<String>, JournalError> {
+        self.with(|s| s.streams())
+    }
+    fn sync(&mut self) -> Result<(), JournalError> {
+        self.with(|s| s.sync())
+    }
+}

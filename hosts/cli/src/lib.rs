@@ -7,6 +7,7 @@
 //! would drift from the other hosts: it is a bug.
 
 pub mod clock;
+pub mod conformance;
 pub mod gate;
 pub mod journal;
 pub mod runtime;
