@@ -7,3 +7,7 @@ cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Car
 mkdir -p dist
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_gate.wasm
 echo "dist/interlock_gate.wasm ($(wc -c < dist/interlock_gate.wasm) bytes)"
+# The simulated payments service, loaded by hosts beside the gate (imports nothing).
+cargo build --release --target wasm32-wasip2 --manifest-path adapters/payments-sim/component/Cargo.toml "$@"
+cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_payments_sim_component.wasm" dist/payments_sim.wasm
+echo "dist/payments_sim.wasm ($(wc -c < dist/payments_sim.wasm) bytes)"

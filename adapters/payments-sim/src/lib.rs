@@ -10,10 +10,22 @@
 //! durably after every mutation (`<file>.tmp`, fsync, rename over the file, fsync the
 //! directory), so a refund that `refund` returned survives a kill of the process.
 //! Amounts are cents; time is always passed in as Unix milliseconds.
+//!
+//! Without the default feature `std` the crate is `no_std` + `alloc`: no file, but every
+//! tier rule, plus [`Payments::snapshot`] / [`Payments::restore`] so that whoever hosts it
+//! (the component in `component/`, loaded beside the gate) keeps the state itself.
+#![cfg_attr(not(feature = "std"), no_std)]
+extern crate alloc;
 
-use std::collections::BTreeMap;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+#[cfg(feature = "std")]
 use std::fs::{self, OpenOptions};
+#[cfg(feature = "std")]
 use std::io::Write;
+#[cfg(feature = "std")]
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -96,8 +108,6 @@ pub struct Refund {
 pub enum Error {
     #[error("unknown order {0}")]
     UnknownOrder(String),
-    #[error("order {0} is not eligible for a refund")]
-    NotEligible(String),
     #[error(
         "refund of {requested_cents} cents on order {order} exceeds the remaining {remaining_cents} cents"
     )]
@@ -114,10 +124,15 @@ pub enum Error {
     LookupUnsupported,
     #[error("bad tier {0:?} (expected 1, 2, 3 or 1+lookup)")]
     BadTier(String),
+    #[cfg(feature = "std")]
     #[error("payments state i/o: {0}")]
     Io(#[from] std::io::Error),
+    /// The state parses as JSON but is not a valid state (schema, version, references).
     #[error("corrupt payments state: {0}")]
     Corrupt(String),
+    /// [`Payments::restore`] was given text that is not JSON at all.
+    #[error("payments state is not JSON: {0}")]
+    InvalidJson(String),
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -138,6 +153,24 @@ struct State {
 }
 
 impl State {
+    /// Parses and validates a state: [`Error::InvalidJson`] when `json` is not JSON,
+    /// [`Error::Corrupt`] when it is JSON but not a valid state.
+    fn parse(json: &str) -> Result<Self, Error> {
+        // Two steps, so that text that is not JSON is told apart from JSON of the wrong
+        // shape (a streaming parse reports whichever problem it meets first).
+        let value: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| Error::InvalidJson(e.to_string()))?;
+        let state: State =
+            serde_json::from_value(value).map_err(|e| Error::Corrupt(e.to_string()))?;
+        state.validate().map_err(Error::Corrupt)?;
+        Ok(state)
+    }
+
+    /// The state file's JSON: pretty, fields in declaration order, orders sorted by name.
+    fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a state always serializes")
+    }
+
     fn new(tier: Tier) -> Self {
         State {
             version: STATE_VERSION,
@@ -222,9 +255,11 @@ impl State {
 #[derive(Debug)]
 pub struct Payments {
     state: State,
+    #[cfg(feature = "std")]
     path: Option<PathBuf>,
 }
 
+#[cfg(feature = "std")]
 impl Payments {
     /// A new, empty service, persisted at `path` (an existing file there is replaced).
     pub fn create(path: &Path, tier: Tier) -> Result<Self, Error> {
@@ -236,26 +271,49 @@ impl Payments {
         Ok(p)
     }
 
-    /// Reloads a service from `path`, as after a restart.
+    /// Reloads a service from `path`, as after a restart. Anything unreadable in the file
+    /// (not UTF-8, not JSON, not a valid state) is [`Error::Corrupt`] naming the path.
     pub fn open(path: &Path) -> Result<Self, Error> {
         let bytes = fs::read(path)?;
-        let state: State = serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Corrupt(format!("{}: {e}", path.display())))?;
-        state
-            .validate()
-            .map_err(|e| Error::Corrupt(format!("{}: {e}", path.display())))?;
+        let corrupt =
+            |e: &dyn core::fmt::Display| Error::Corrupt(format!("{}: {e}", path.display()));
+        let text = core::str::from_utf8(&bytes).map_err(|e| corrupt(&e))?;
+        let state = State::parse(text).map_err(|e| match e {
+            Error::Corrupt(m) | Error::InvalidJson(m) => corrupt(&m),
+            other => other,
+        })?;
         Ok(Payments {
             state,
             path: Some(path.to_path_buf()),
         })
     }
+}
 
-    /// A service with no file, for tests.
+impl Payments {
+    /// A service with no file: tests, and hosts that keep [`Payments::snapshot`] themselves.
     pub fn in_memory(tier: Tier) -> Self {
         Payments {
             state: State::new(tier),
+            #[cfg(feature = "std")]
             path: None,
         }
+    }
+
+    /// The whole state as JSON, exactly the text of the state file (without its final
+    /// newline). [`Payments::restore`] takes it back.
+    pub fn snapshot(&self) -> String {
+        self.state.to_json()
+    }
+
+    /// A service with no file from a [`Payments::snapshot`], validated like
+    /// [`Payments::open`]: [`Error::InvalidJson`] when `json` is not JSON,
+    /// [`Error::Corrupt`] when it is not a valid state.
+    pub fn restore(json: &str) -> Result<Payments, Error> {
+        Ok(Payments {
+            state: State::parse(json)?,
+            #[cfg(feature = "std")]
+            path: None,
+        })
     }
 
     pub fn tier(&self) -> Tier {
@@ -288,11 +346,15 @@ impl Payments {
     /// Refunds `amount_cents` on `order` through the API.
     ///
     /// On a deduping tier a key seen within [`DEDUPE_WINDOW_MS`] of its first use returns
-    /// that first refund and creates nothing (checked before eligibility and balance, as
-    /// Stripe replays the stored response); the same key with another order or amount
-    /// inside the window is [`Error::IdempotencyMismatch`]. Past the window the key is
-    /// forgotten and a new refund is made. On other tiers the key is ignored entirely.
-    /// The reference is always stored.
+    /// that first refund and creates nothing (checked before the balance, as Stripe
+    /// replays the stored response); the same key with another order or amount inside the
+    /// window is [`Error::IdempotencyMismatch`]. Past the window the key is forgotten and a
+    /// new refund is made. On other tiers the key is ignored entirely. The reference is
+    /// always stored.
+    ///
+    /// Eligibility is NOT checked: it is a fact of the order system, which the gate reads
+    /// as a premise and re-checks before the send. A caller without a gate (the baselines
+    /// of the fault table, F7) can pay out on an ineligible order, as in the real world.
     pub fn refund(
         &mut self,
         order: &str,
@@ -324,9 +386,6 @@ impl Payments {
                     });
                 }
             }
-        }
-        if !self.state.order(order)?.eligible {
-            return Err(Error::NotEligible(order.to_string()));
         }
         self.state.check_balance(order, amount_cents)?;
         let mut next = self.state.clone();
@@ -412,6 +471,7 @@ impl Payments {
 
     /// Persists `next`, then makes it the current state (so a failed write changes nothing).
     fn commit(&mut self, next: State) -> Result<(), Error> {
+        #[cfg(feature = "std")]
         if let Some(path) = &self.path {
             save(path, &next)?;
         }
@@ -420,10 +480,18 @@ impl Payments {
     }
 }
 
-/// Writes `<path>.tmp`, fsyncs it, renames it over `path`, fsyncs the directory.
+#[cfg(feature = "std")]
 fn save(path: &Path, state: &State) -> Result<(), Error> {
-    let json = serde_json::to_vec_pretty(state)
-        .map_err(|e| Error::Corrupt(format!("{}: cannot serialize: {e}", path.display())))?;
+    write_state_file(path, &state.to_json())
+}
+
+/// Writes a [`Payments::snapshot`] to `path` durably: `<path>.tmp`, fsync, rename over
+/// `path`, fsync the directory; a crash leaves the old file or the new one, never half.
+/// The file format of [`Payments::create`]; [`Payments::open`] reads it back. For hosts
+/// that run the service elsewhere (the component) and keep its state in a file.
+#[cfg(feature = "std")]
+pub fn write_state_file(path: &Path, snapshot: &str) -> Result<(), Error> {
+    let json = snapshot.as_bytes();
     let mut tmp_name = path.as_os_str().to_owned();
     tmp_name.push(".tmp");
     let tmp = PathBuf::from(tmp_name);
@@ -433,7 +501,7 @@ fn save(path: &Path, state: &State) -> Result<(), Error> {
             .create(true)
             .truncate(true)
             .open(&tmp)?;
-        f.write_all(&json)?;
+        f.write_all(json)?;
         f.write_all(b"\n")?;
         f.sync_all()?;
     }
@@ -442,7 +510,7 @@ fn save(path: &Path, state: &State) -> Result<(), Error> {
     Ok(())
 }
 
-#[cfg(unix)]
+#[cfg(all(feature = "std", unix))]
 fn sync_dir(path: &Path) -> Result<(), Error> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
@@ -452,7 +520,7 @@ fn sync_dir(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-#[cfg(not(unix))]
+#[cfg(all(feature = "std", not(unix)))]
 fn sync_dir(_path: &Path) -> Result<(), Error> {
     // Directories cannot be opened for fsync here; the rename is as durable as the OS makes it.
     Ok(())

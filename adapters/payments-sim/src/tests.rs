@@ -235,17 +235,23 @@ fn exceeds_balance() {
 }
 
 #[test]
-fn not_eligible() {
+fn refund_ignores_eligibility() {
+    // Eligibility is the order system's fact (a premise the gate re-checks), not the
+    // payments API's rule: without a gate, an ineligible order still pays out (F7).
     let mut p = service(Tier::ONE);
     p.set_eligible("A1", false).unwrap();
-    let err = p.refund("A1", 100, Some("k"), None, T0).unwrap_err();
-    assert!(
-        matches!(err, Error::NotEligible(ref o) if o == "A1"),
-        "{err:?}"
-    );
-    assert_eq!(p.refund_count(), 0);
-    p.set_eligible("A1", true).unwrap();
-    p.refund("A1", 100, Some("k"), None, T0).unwrap();
+    let r = p.refund("A1", 100, Some("k"), None, T0).unwrap();
+    assert_eq!(r.amount_cents, 100);
+    assert_eq!(p.refund_count(), 1);
+    assert_eq!(p.premises("A1", None).unwrap()["eligible"], false);
+    // The balance still holds on an ineligible order.
+    assert!(matches!(
+        p.refund("A1", 9_901, None, None, T0).unwrap_err(),
+        Error::ExceedsBalance {
+            remaining_cents: 9_900,
+            ..
+        }
+    ));
 }
 
 #[test]
@@ -280,6 +286,7 @@ fn ids_are_sequential_across_orders() {
 
 // ---- persistence ----
 
+#[cfg(feature = "std")]
 #[test]
 fn persistence_survives_drop_and_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -312,6 +319,7 @@ fn persistence_survives_drop_and_open() {
     assert_eq!(Payments::open(&path).unwrap().refund_count(), 3);
 }
 
+#[cfg(feature = "std")]
 #[test]
 fn create_persists_empty_service_and_tier() {
     let dir = tempfile::tempdir().unwrap();
@@ -322,6 +330,7 @@ fn create_persists_empty_service_and_tier() {
     assert_eq!(p.refund_count(), 0);
 }
 
+#[cfg(feature = "std")]
 #[test]
 fn corrupt_file_names_the_path() {
     let dir = tempfile::tempdir().unwrap();
@@ -333,11 +342,77 @@ fn corrupt_file_names_the_path() {
     }
 }
 
+#[cfg(feature = "std")]
 #[test]
 fn missing_file_is_io_error() {
     let dir = tempfile::tempdir().unwrap();
     let err = Payments::open(&dir.path().join("absent.json")).unwrap_err();
     assert!(matches!(err, Error::Io(_)), "{err:?}");
+}
+
+// ---- snapshot / restore ----
+
+#[test]
+fn snapshot_restore_round_trip_keeps_keys_and_ids() {
+    let mut p = service(Tier::parse("1+lookup").unwrap());
+    let r = p
+        .refund("A1", 2_000, Some("k1"), Some("eff-1"), T0)
+        .unwrap();
+    p.set_eligible("A1", false).unwrap();
+    let snap = p.snapshot();
+    let mut q = Payments::restore(&snap).unwrap();
+    assert_eq!(q.snapshot(), snap);
+    assert_eq!(q.tier(), p.tier());
+    assert_eq!(q.premises("A1", None).unwrap()["eligible"], false);
+    // The key is still remembered and ids continue, as after `open`.
+    assert_eq!(
+        q.refund("A1", 2_000, Some("k1"), Some("eff-1"), T0 + 1)
+            .unwrap(),
+        r
+    );
+    assert_eq!(q.refund_by_hand("A1", 1, T0).unwrap().id, "re_0002");
+}
+
+#[test]
+fn restore_tells_not_json_from_corrupt() {
+    for text in ["", "{ not json", "[1, 2"] {
+        let err = Payments::restore(text).unwrap_err();
+        assert!(matches!(err, Error::InvalidJson(_)), "{text:?}: {err:?}");
+    }
+    let good: serde_json::Value = serde_json::from_str(&service(Tier::ONE).snapshot()).unwrap();
+    let mut bad_version = good.clone();
+    bad_version["version"] = 2.into();
+    let mut dangling = good.clone();
+    dangling["last_seq"] = 1.into();
+    dangling["refunds"] = serde_json::json!([{"id": "re_0001", "order": "ZZ",
+        "amount_cents": 1, "reference": null, "idempotency_key": null,
+        "created_ms": 0, "by_hand": true}]);
+    let mut missing = good.clone();
+    missing.as_object_mut().unwrap().remove("tier");
+    for (what, v) in [
+        ("version", bad_version),
+        ("dangling", dangling),
+        ("missing", missing),
+    ] {
+        let err = Payments::restore(&v.to_string()).unwrap_err();
+        assert!(matches!(err, Error::Corrupt(_)), "{what}: {err:?}");
+    }
+}
+
+#[cfg(feature = "std")]
+#[test]
+fn snapshot_is_the_state_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("p.json");
+    let mut p = Payments::create(&path, Tier::TWO).unwrap();
+    p.add_order("A1", 10_000).unwrap();
+    p.refund("A1", 2_000, None, Some("eff-1"), T0).unwrap();
+    let file = fs::read_to_string(&path).unwrap();
+    assert_eq!(file, format!("{}\n", p.snapshot()));
+    // And a snapshot written by a host opens like the crate's own file.
+    let other = dir.path().join("q.json");
+    write_state_file(&other, &p.snapshot()).unwrap();
+    assert_eq!(Payments::open(&other).unwrap().snapshot(), p.snapshot());
 }
 
 // ---- tiers ----

@@ -12,6 +12,7 @@ pub mod gate;
 pub mod journal;
 pub mod runtime;
 pub mod seed;
+pub mod sim;
 pub mod targets;
 
 /// The generated bindings of world `gate-component`, in one place.

@@ -127,7 +127,6 @@ impl Targets for PaymentsTarget {
             // The service's own refusals: it checked and created nothing.
             Err(
                 e @ (PayError::UnknownOrder(_)
-                | PayError::NotEligible(_)
                 | PayError::ExceedsBalance { .. }
                 | PayError::IdempotencyMismatch { .. }),
             ) => Reply::Rejected(e.to_string()),

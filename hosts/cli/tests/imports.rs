@@ -1,17 +1,16 @@
-//! The component imports exactly the checked-in list (tests/component-imports.txt): its
-//! journal, the step vocabulary, and the WASI wall clock. Rust std would add wasi:cli and
-//! wasi:io; the guest is no_std so that nothing else can creep in unnoticed.
+//! Each component imports exactly its checked-in list. The gate: its journal, the step
+//! vocabulary and the WASI wall clock (Rust std would add wasi:cli and wasi:io; the guest is
+//! no_std so that nothing else can creep in unnoticed). The payments simulator: nothing.
 use std::path::PathBuf;
 
 use wasmtime::component::Component;
 use wasmtime::{Config, Engine};
 
-#[test]
-fn component_imports_match_the_checked_in_list() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let wasm = std::env::var_os("INTERLOCK_WASM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("dist/interlock_gate.wasm"));
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn check(wasm: PathBuf, list: &str) {
     assert!(
         wasm.exists(),
         "{} is missing: run scripts/build-wasm.sh first",
@@ -25,7 +24,7 @@ fn component_imports_match_the_checked_in_list() {
         .map(|(name, _)| name.to_string())
         .collect();
     got.sort();
-    let listed = std::fs::read_to_string(root.join("tests/component-imports.txt")).unwrap();
+    let listed = std::fs::read_to_string(root().join(list)).unwrap();
     let mut want: Vec<String> = listed
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
@@ -33,7 +32,25 @@ fn component_imports_match_the_checked_in_list() {
         .collect();
     want.sort();
     assert_eq!(
-        got, want,
-        "the component's imports changed; review, then update tests/component-imports.txt"
+        got,
+        want,
+        "{}'s imports changed; review, then update {list}",
+        wasm.display()
+    );
+}
+
+#[test]
+fn gate_imports_match_the_checked_in_list() {
+    let wasm = std::env::var_os("INTERLOCK_WASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("dist/interlock_gate.wasm"));
+    check(wasm, "tests/component-imports.txt");
+}
+
+#[test]
+fn payments_sim_imports_nothing() {
+    check(
+        root().join("dist/payments_sim.wasm"),
+        "tests/payments-sim-imports.txt",
     );
 }
