@@ -336,14 +336,16 @@ impl Gate {
                 } else {
                     "recovery-retry"
                 };
-                self.close(
+                if let Some(theirs) = self.close(
                     j,
                     now_ms,
                     &mut ctx,
                     "COMMITTED",
                     fields!("via" => via, "result" => result.clone()),
                     false,
-                )?;
+                )? {
+                    return Ok(done(op, theirs));
+                }
                 Ok(done(
                     op,
                     Outcome {
@@ -361,7 +363,9 @@ impl Gate {
                     ("AMBIGUOUS", Executed::Unknown)
                 };
                 let f = fields!("reason" => Reason::TargetRejected.as_str(), "executed" => executed.as_str(), "detail" => msg);
-                self.close(j, now_ms, &mut ctx, state, f, true)?;
+                if let Some(theirs) = self.close(j, now_ms, &mut ctx, state, f, true)? {
+                    return Ok(done(op, theirs));
+                }
                 if proven_unsent {
                     self.release_cap(j, now_ms, &ctx)?;
                 }
@@ -440,14 +444,16 @@ impl Gate {
             Action::CommitFound => {
                 let result: Value = serde_json::from_str(ctx.found.as_deref().unwrap_or("null"))
                     .unwrap_or(Value::Null);
-                self.close(
+                if let Some(theirs) = self.close(
                     j,
                     now_ms,
                     &mut ctx,
                     "COMMITTED",
                     fields!("via" => "recovery-query", "result" => result),
                     false,
-                )?;
+                )? {
+                    return Ok(done(op, theirs));
+                }
                 Ok(done(
                     op,
                     Outcome {
@@ -470,7 +476,9 @@ impl Gate {
                 if let Some(to) = &r.return_to {
                     f.insert("return_to".into(), to.clone().into());
                 }
-                self.close(j, now_ms, &mut ctx, "REFUSED", f, true)?;
+                if let Some(theirs) = self.close(j, now_ms, &mut ctx, "REFUSED", f, true)? {
+                    return Ok(done(op, theirs));
+                }
                 self.release_cap(j, now_ms, &ctx)?;
                 Ok(done(
                     op,
@@ -489,7 +497,9 @@ impl Gate {
                 };
                 let f =
                     fields!("reason" => reason.as_str(), "executed" => Executed::Unknown.as_str());
-                self.close(j, now_ms, &mut ctx, "AMBIGUOUS", f, true)?;
+                if let Some(theirs) = self.close(j, now_ms, &mut ctx, "AMBIGUOUS", f, true)? {
+                    return Ok(done(op, theirs));
+                }
                 Ok(done(
                     op,
                     outcome_of(&ctx, State::Ambiguous, Some(reason), Executed::Unknown),
@@ -798,6 +808,9 @@ impl Gate {
     }
 
     /// Append a terminal entry (with PROPOSED first if nothing was recorded yet).
+    /// Append a terminal entry (with PROPOSED first if nothing was recorded yet). When
+    /// another worker advanced the stream first, this worker's decision is dropped and the
+    /// returned outcome is where the effect really stands; the caller reports that instead.
     fn close(
         &mut self,
         j: &mut dyn Journal,
@@ -806,19 +819,21 @@ impl Gate {
         state: &str,
         f: Map<String, Value>,
         durable: bool,
-    ) -> Result<(), GateError> {
+    ) -> Result<Option<Outcome>, GateError> {
         let mut batch = Vec::new();
         if ctx.stream.entries.is_empty() {
             batch.push(("PROPOSED", ctx.proposed_fields()));
         }
         batch.push((state, f));
         match ctx.stream.append(j, batch, now_ms, durable, false) {
-            Ok(()) => Ok(()),
-            // Two workers may resolve one effect at once (both saw the claim over); the first
-            // record stands and this one is dropped, so the stream keeps one ending.
+            Ok(()) => Ok(None),
             Err(JournalError::Conflict(_)) => {
                 ctx.stream = Stream::load(j, &ctx.stream.name)?;
-                Ok(())
+                Ok(Some(if is_closed(&ctx.stream) {
+                    recorded_outcome(&ctx.id, &ctx.stream, true)
+                } else {
+                    open_outcome(ctx, Reason::ClaimLive, now_ms)
+                }))
             }
             Err(e) => Err(e.into()),
         }

@@ -571,3 +571,38 @@ fn journal_is_deterministic_under_a_fixed_clock() {
     let mut j = MemJournal::new();
     assert!(j.streams().unwrap().is_empty());
 }
+
+#[test]
+fn two_recoverers_at_once_one_record_and_both_report_it() {
+    let mut w = World::new(Tier::TWO);
+    w.submit(2000, Some(Crash::AfterCommit));
+    w.restart();
+    let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+    let mut other = Gate::new();
+    let a = w.gate.recover(&mut w.j, w.now, &id).unwrap();
+    let b = other.recover(&mut w.j, w.now, &id).unwrap();
+    assert!(matches!(
+        (&a.ask, &b.ask),
+        (Ask::Query { .. }, Ask::Query { .. })
+    ));
+    let found = Reply::Found(json!({"refund_id": "re_0001"}).to_string());
+    let oa = w.gate.resume(&mut w.j, w.now, a.op, found.clone()).unwrap();
+    let ob = other.resume(&mut w.j, w.now, b.op, found).unwrap();
+    match (oa.ask, ob.ask) {
+        (Ask::Done(oa), Ask::Done(ob)) => {
+            assert_eq!((oa.state, oa.replayed), (State::Committed, false));
+            // The second's COMMITTED lost the compare-and-append: it reports the record.
+            assert_eq!((ob.state, ob.replayed), (State::Committed, true));
+        }
+        x => panic!("{x:?}"),
+    }
+    let stream = w.j.read(&format!("effect:{id}"), 0).unwrap();
+    assert_eq!(
+        stream
+            .iter()
+            .filter(|e| e.contains("\"COMMITTED\""))
+            .count(),
+        1
+    );
+    w.journal_verifies();
+}
