@@ -15,3 +15,4 @@ step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
 step "component"; bash scripts/build-wasm.sh
 export INTERLOCK_WASM="$PWD/dist/interlock_gate.wasm"
 step "tests";   cargo test --workspace
+step "node host"; bash hosts/node/test.sh

@@ -1,0 +1,127 @@
+// Errors of the Interlock host. A gate call that fails with the WIT `gate-error` throws a
+// subclass of GateError, one per case, carrying the case's payload. REFUSED and AMBIGUOUS
+// are not errors: they are outcomes. A trap of the component is rethrown as it came
+// (a WebAssembly.RuntimeError or jco's own error) and the instance refuses every later call.
+
+/** Base class of every error this package throws on purpose. */
+export class InterlockError extends Error {
+  constructor(message, options) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** The gate refused a call (WIT `gate-error`); `case` is the WIT case name, `payload` its value. */
+export class GateError extends InterlockError {
+  constructor(kase, payload, message) {
+    super(message);
+    this.case = kase;
+    this.payload = payload;
+  }
+}
+/** An input is not JSON; payload: the parser's message. */
+export class InvalidJsonError extends GateError {}
+/** An input is JSON but not the schema; payload: `{ field, problem }` (field is a JSON pointer). */
+export class InvalidFieldError extends GateError {}
+/** An input is over the gate's limit; payload: the limit in bytes (number). */
+export class TooLargeError extends GateError {}
+/** No such effect in the journal; payload: the effect id. */
+export class UnknownEffectError extends GateError {}
+/** No such operation in progress; payload: the operation id (number). */
+export class UnknownOperationError extends GateError {}
+/** The reply does not answer the step; payload: a message. */
+export class UnexpectedReplyError extends GateError {}
+/** The journal failed, nothing was sent; payload: `{ tag, val }` (WIT `journal-error`). */
+export class JournalFailedError extends GateError {}
+/** A stream fails verification; payload: which and where. */
+export class CorruptJournalError extends GateError {}
+/** Compare-and-append kept losing to other workers; nothing was sent. Retry. */
+export class ContentionError extends GateError {}
+
+const CASES = {
+  'invalid-json': [InvalidJsonError, (v) => `the input is not JSON: ${v}`],
+  'invalid-field': [InvalidFieldError, (v) => `invalid input at ${v.field}: ${v.problem}`],
+  'too-large': [TooLargeError, (v) => `the input is larger than ${v} bytes`],
+  'unknown-effect': [UnknownEffectError, (v) => `no effect ${v} in the journal`],
+  'unknown-operation': [UnknownOperationError, (v) => `no operation ${v} is in progress`],
+  'unexpected-reply': [UnexpectedReplyError, (v) => `the reply does not answer the step: ${v}`],
+  journal: [JournalFailedError, (v) => `the journal failed (nothing was sent): ${describeJournalError(v)}`],
+  'corrupt-journal': [CorruptJournalError, (v) => `the journal fails verification, the gate will not act on it: ${v}`],
+  contention: [ContentionError, (v) => `other workers kept winning the journal: ${v}; retry`],
+};
+
+export function describeJournalError({ tag, val }) {
+  switch (tag) {
+    case 'conflict': return `append conflict (stream length is ${val})`;
+    case 'io': return `i/o error: ${val}`;
+    case 'corrupt': return `corrupt: ${val}`;
+    case 'torn-tail': return `torn tail: ${val}`;
+    default: return String(val);
+  }
+}
+
+/** Turns jco's `{ tag, val }` gate error into its typed Error (bigints become numbers). */
+export function gateError(e) {
+  const { tag } = e;
+  let val = e.val;
+  if (typeof val === 'bigint') val = Number(val);
+  if (tag === 'journal' && typeof val?.val === 'bigint') val = { tag: val.tag, val: Number(val.val) };
+  const known = CASES[tag];
+  if (!known) return new GateError(tag, val, `gate error ${tag}: ${JSON.stringify(val)}`);
+  return new known[0](tag, val, known[1](val));
+}
+
+// ---------------------------------------------------------------------- journal backends
+
+/**
+ * A journal backend's failure, as the WIT `journal-error` (`tag`: conflict, io, corrupt,
+ * torn-tail, other). Backends throw it; the host hands `{ tag, val }` to the component.
+ */
+export class JournalError extends InterlockError {
+  constructor(tag, val, message) {
+    super(message ?? describeJournalError({ tag, val }));
+    this.tag = tag;
+    this.val = val;
+  }
+}
+
+/** Another writer holds the journal (the file journal's `journal.lock`, a browser lock). */
+export class JournalLockedError extends JournalError {
+  constructor(where) {
+    super('other', `journal ${where} is locked by another writer (journal.lock is held)`);
+    this.where = where;
+  }
+}
+
+/** The journal ends with a partial line: the last write was torn. Run `repair`. */
+export class TornTailError extends JournalError {
+  constructor(offset, bytes) {
+    super('torn-tail',
+      `torn journal: journal.jsonl ends with a partial last line at byte offset ${offset} ` +
+      `(${bytes} bytes, no final newline); torn data is never trusted nor dropped silently: ` +
+      `run \`repair\` to save it to journal.torn-${offset} and truncate the journal to its last complete line`);
+    this.offset = offset;
+    this.bytes = bytes;
+  }
+}
+
+/** A complete line of the journal is not a valid entry. `line` is 1-based. */
+export class CorruptJournalFileError extends JournalError {
+  constructor(line, detail) {
+    super('corrupt', `corrupt journal: journal.jsonl line ${line} is not a valid entry: ${detail}`);
+    this.line = line;
+    this.detail = detail;
+  }
+}
+
+// ---------------------------------------------------------------------- targets
+
+/**
+ * Throw this from an effect's function when the target refused and applied nothing
+ * (a definitive error such as an HTTP 4xx). Any other throw means the send's fate is
+ * unknown, and recovery resolves it by what the target can do.
+ */
+export class Rejected extends InterlockError {}
+
+/** A target function did not answer within the target's `timeoutMs`. */
+export class TargetTimeoutError extends InterlockError {}

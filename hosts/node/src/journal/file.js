@@ -1,0 +1,302 @@
+// The Node file journal: the same directory layout and bytes as the Rust file journal
+// (adapters/file-journal/src/lib.rs), so a journal written by one host is opened, verified
+// and recovered by the other.
+//
+//   journal.jsonl  every entry text + "\n", all streams interleaved in append order
+//   journal.lock   flock(2)-ed exclusively for the life of the handle (Rust's
+//                  File::try_lock is flock too, so Node and the CLI exclude each other)
+//
+// The index (byte offset and length of each entry, per stream) is rebuilt on open from each
+// line's `stream`/`seq`/`open` and lives here, in the host; reads are positional.
+// `durable` -> write then fdatasync, which also makes every earlier append durable.
+// A final line without "\n" is a torn tail: open refuses, `repair` saves and truncates.
+import fs from 'node:fs';
+import { join, dirname } from 'node:path';
+import { createRequire } from 'node:module';
+import { JournalError, JournalLockedError, TornTailError, CorruptJournalFileError } from '../errors.js';
+import { StreamIndex, parseHead, validateEntry } from './head.js';
+
+const require = createRequire(import.meta.url);
+const { flockSync } = require('fs-ext');
+
+export const JOURNAL_FILE = 'journal.jsonl';
+export const LOCK_FILE = 'journal.lock';
+export const TORN_PREFIX = 'journal.torn-';
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+const { O_RDWR, O_CREAT, O_APPEND, O_EXCL, O_RDONLY } = fs.constants;
+
+function io(e) {
+  return e instanceof JournalError ? e : new JournalError('io', `journal I/O error: ${e.message}`);
+}
+
+function syncDir(dir) {
+  const fd = fs.openSync(dir, O_RDONLY);
+  try {
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+function lock(dir) {
+  const fd = fs.openSync(join(dir, LOCK_FILE), O_RDWR | O_CREAT, 0o644);
+  try {
+    flockSync(fd, 'exnb');
+  } catch (e) {
+    fs.closeSync(fd);
+    if (e.code === 'EWOULDBLOCK' || e.code === 'EAGAIN') throw new JournalLockedError(dir);
+    throw io(e);
+  }
+  return fd;
+}
+
+export class FileJournal {
+  /**
+   * Opens the journal in `dir` (created if missing), takes its lock and rebuilds the index.
+   * Throws JournalLockedError, TornTailError or CorruptJournalFileError.
+   */
+  static open(dir) {
+    if (!fs.existsSync(dir)) {
+      fs.mkdirSync(dir, { recursive: true });
+      syncDir(dirname(dir));
+    }
+    const lockFd = lock(dir);
+    let fd;
+    try {
+      const path = join(dir, JOURNAL_FILE);
+      try {
+        fd = fs.openSync(path, O_RDWR | O_APPEND | O_CREAT | O_EXCL, 0o644);
+        syncDir(dir); // a new file: make its existence durable once
+      } catch (e) {
+        if (e.code !== 'EEXIST') throw e;
+        fd = fs.openSync(path, O_RDWR | O_APPEND);
+      }
+      const { index, len } = scan(fd);
+      return new FileJournal(dir, fd, lockFd, index, len);
+    } catch (e) {
+      if (fd !== undefined) fs.closeSync(fd);
+      fs.closeSync(lockFd);
+      throw e instanceof JournalError ? e : io(e);
+    }
+  }
+
+  constructor(dir, fd, lockFd, index, len) {
+    this.dir = dir;
+    this.fd = fd;
+    this.lockFd = lockFd;
+    this.index = index;
+    this.len = len;
+    this.pending = false;
+    this.fsyncs = 0;
+    this.poisoned = null;
+  }
+
+  #usable() {
+    if (this.fd === null) throw new JournalError('other', 'journal is closed');
+    if (this.poisoned) {
+      throw new JournalError('io', `journal I/O error: journal ${this.dir} refuses writes after an earlier failure (${this.poisoned}); reopen it`);
+    }
+  }
+
+  append(stream, expectedLength, entries, durable, open) {
+    this.#usable();
+    const actual = this.index.length(stream);
+    if (actual !== expectedLength) throw new JournalError('conflict', actual);
+    if (entries.length === 0) {
+      if (durable) this.sync();
+      return;
+    }
+    const lens = [];
+    entries.forEach((e, i) => {
+      try {
+        validateEntry(e, stream, expectedLength + i, open);
+      } catch (detail) {
+        throw new JournalError('other', `invalid journal entry: entry ${i} of the batch (seq ${expectedLength + i}): ${detail}`);
+      }
+      lens.push(Buffer.byteLength(e));
+    });
+    const batch = Buffer.from(entries.join('\n') + '\n');
+    const start = this.len;
+    try {
+      let done = 0;
+      while (done < batch.length) done += fs.writeSync(this.fd, batch, done, batch.length - done);
+    } catch (e) {
+      this.#rollBack(start);
+      throw io(e);
+    }
+    if (durable) {
+      this.fsyncs += 1;
+      try {
+        fs.fdatasyncSync(this.fd);
+      } catch (e) {
+        // After a failed fdatasync the kernel may have dropped dirty pages: nothing written
+        // since the last good sync can be trusted any more.
+        this.#rollBack(start);
+        this.poisoned ??= `fdatasync failed: ${e.message}`;
+        throw io(e);
+      }
+      this.pending = false;
+    } else {
+      this.pending = true;
+    }
+    let offset = start;
+    lens.forEach((len) => {
+      this.index.push(stream, [offset, len], open);
+      offset += len + 1;
+    });
+    this.len = offset;
+  }
+
+  #rollBack(len) {
+    try {
+      fs.ftruncateSync(this.fd, len);
+    } catch (e) {
+      this.poisoned ??= `could not truncate ${JOURNAL_FILE} back to ${len} bytes after a failed append: ${e.message}`;
+    }
+  }
+
+  read(stream, start) {
+    if (this.fd === null) throw new JournalError('other', 'journal is closed');
+    const locs = this.index.locs(stream, start);
+    const out = new Array(locs.length);
+    for (let i = 0; i < locs.length; i++) {
+      const [offset, len] = locs[i];
+      const buf = Buffer.allocUnsafe(len);
+      let got = 0;
+      try {
+        while (got < len) {
+          const n = fs.readSync(this.fd, buf, got, len - got, offset + got);
+          if (n === 0) throw new Error(`${JOURNAL_FILE} changed under the journal: it ends before byte ${offset + len}`);
+          got += n;
+        }
+        out[i] = utf8.decode(buf);
+      } catch (e) {
+        throw io(e);
+      }
+    }
+    return out;
+  }
+
+  length(stream) {
+    return this.index.length(stream);
+  }
+  openStreams() {
+    return this.index.openStreams();
+  }
+  streams() {
+    return this.index.allStreams();
+  }
+
+  /** One fdatasync if a non-durable append is pending, else nothing. */
+  sync() {
+    this.#usable();
+    if (!this.pending) return;
+    this.fsyncs += 1;
+    try {
+      fs.fdatasyncSync(this.fd);
+    } catch (e) {
+      this.poisoned ??= `fdatasync failed: ${e.message}`;
+      throw io(e);
+    }
+    this.pending = false;
+  }
+
+  /** The journal file's bytes (for tests and pins). */
+  bytes() {
+    return fs.readFileSync(join(this.dir, JOURNAL_FILE));
+  }
+
+  /** Closes the file and releases the lock (closing the descriptor drops the flock). */
+  close() {
+    if (this.fd === null) return;
+    fs.closeSync(this.fd);
+    fs.closeSync(this.lockFd);
+    this.fd = null;
+    this.lockFd = null;
+  }
+
+  /**
+   * Repairs a torn tail in `dir`, taking its lock (JournalLockedError if a handle is open).
+   * Copies the partial last line to journal.torn-<offset> (never overwriting: .1, .2, ...),
+   * syncs it, then truncates journal.jsonl to its last complete line and syncs. Returns
+   * `{ tornOffset, tornBytes, savedTo }` (nulls and 0 when there was nothing to repair).
+   */
+  static repair(dir) {
+    const lockFd = lock(dir);
+    try {
+      const nothing = { tornOffset: null, tornBytes: 0, savedTo: null };
+      let fd;
+      try {
+        fd = fs.openSync(join(dir, JOURNAL_FILE), O_RDWR);
+      } catch (e) {
+        if (e.code === 'ENOENT') return nothing;
+        throw e;
+      }
+      try {
+        const data = fs.readFileSync(fd);
+        const keep = data.lastIndexOf(0x0a) + 1;
+        if (keep === data.length) return nothing;
+        const torn = data.subarray(keep);
+        let side;
+        let sidePath;
+        for (let attempt = 0; ; attempt++) {
+          sidePath = join(dir, `${TORN_PREFIX}${keep}${attempt ? `.${attempt}` : ''}`);
+          try {
+            side = fs.openSync(sidePath, O_RDWR | O_CREAT | O_EXCL, 0o644);
+            break;
+          } catch (e) {
+            if (e.code !== 'EEXIST') throw e;
+          }
+        }
+        try {
+          fs.writeSync(side, torn);
+          fs.fsyncSync(side);
+        } finally {
+          fs.closeSync(side);
+        }
+        syncDir(dir);
+        fs.ftruncateSync(fd, keep);
+        fs.fsyncSync(fd);
+        return { tornOffset: keep, tornBytes: torn.length, savedTo: sidePath };
+      } finally {
+        fs.closeSync(fd);
+      }
+    } finally {
+      fs.closeSync(lockFd);
+    }
+  }
+}
+
+/** Reads journal.jsonl and rebuilds the index; throws on a torn tail or a corrupt line. */
+function scan(fd) {
+  const data = fs.readFileSync(fd);
+  const index = new StreamIndex();
+  let offset = 0;
+  let line = 0;
+  while (offset < data.length) {
+    const nl = data.indexOf(0x0a, offset);
+    if (nl === -1) throw new TornTailError(offset, data.length - offset);
+    line += 1;
+    const body = data.subarray(offset, nl);
+    let head;
+    try {
+      let text;
+      try {
+        text = utf8.decode(body);
+      } catch (e) {
+        throw `not UTF-8: ${e.message}`;
+      }
+      head = parseHead(text);
+    } catch (detail) {
+      throw new CorruptJournalFileError(line, detail);
+    }
+    const position = index.length(head.stream);
+    if (head.seq !== position) {
+      throw new CorruptJournalFileError(line, `seq is ${head.seq} but stream ${JSON.stringify(head.stream)} has ${position} entries before this line`);
+    }
+    index.push(head.stream, [offset, body.length], head.open);
+    offset = nl + 1;
+  }
+  return { index, len: data.length };
+}

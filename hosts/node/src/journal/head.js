@@ -1,0 +1,66 @@
+// The three members of an entry a backend reads back (`stream`, `seq`, `open`); every other
+// member is the gate's business. Shared by every JS backend so they accept and refuse the
+// same entries as the Rust file journal (adapters/file-journal).
+
+/** Parses an entry's head; throws a string saying what is wrong. */
+export function parseHead(text) {
+  // An entry must be an object (serde would also accept an array for a struct).
+  if (!/^\s*\{/.test(text)) throw 'not a JSON object';
+  let v;
+  try {
+    v = JSON.parse(text);
+  } catch (e) {
+    throw `not a journal entry: ${e.message}`;
+  }
+  if (typeof v.stream !== 'string') throw 'not a journal entry: `stream` is missing or not a string';
+  if (!Number.isSafeInteger(v.seq) || v.seq < 0) throw 'not a journal entry: `seq` is missing or not an integer';
+  if (typeof v.open !== 'boolean') throw 'not a journal entry: `open` is missing or not a bool';
+  return { stream: v.stream, seq: v.seq, open: v.open };
+}
+
+/** Checks an entry given to `append` (as the Rust backend's `validate`). */
+export function validateEntry(entry, stream, seq, open) {
+  if (typeof entry !== 'string') throw 'is not a string';
+  if (entry.includes('\n')) throw 'contains a newline; an entry must be a single line';
+  const head = parseHead(entry);
+  if (head.stream !== stream) throw `its stream member is ${JSON.stringify(head.stream)} but the append is to stream ${JSON.stringify(stream)}`;
+  if (head.seq !== seq) throw `its seq member is ${head.seq} but should be ${seq}`;
+  if (head.open !== open) throw `its open member is ${head.open} but the append says open=${open}`;
+}
+
+/**
+ * The per-stream index every backend keeps in memory, so that `length`, `open-streams` and
+ * `streams` never touch storage, and `read` touches only the entries asked for.
+ * `loc` is whatever the backend needs to find an entry (a byte range, the text itself).
+ */
+export class StreamIndex {
+  constructor() {
+    this.streams = new Map(); // name -> { locs: [], open, order }
+    this.order = [];          // names in first-append order
+    this.entries = 0;
+  }
+  length(stream) {
+    return this.streams.get(stream)?.locs.length ?? 0;
+  }
+  push(stream, loc, open) {
+    let s = this.streams.get(stream);
+    if (!s) {
+      s = { locs: [], open, order: this.order.length };
+      this.order.push(stream);
+      this.streams.set(stream, s);
+    }
+    s.locs.push(loc);
+    s.open = open;
+    this.entries += 1;
+  }
+  locs(stream, start) {
+    const s = this.streams.get(stream);
+    return s ? s.locs.slice(start) : [];
+  }
+  openStreams() {
+    return this.order.filter((name) => this.streams.get(name).open);
+  }
+  allStreams() {
+    return this.order.slice();
+  }
+}

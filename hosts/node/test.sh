@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The Node and browser host's checks: install (npm ci, Chromium from Debian if missing),
+# transpile ../../dist/*.wasm with jco, then every Node and Chromium test. Needs the
+# components built first (bash scripts/build-wasm.sh at the repository root).
+set -euo pipefail
+cd "$(dirname "$0")"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
+# fs-ext (flock) builds against the system's Node headers; no header download.
+export npm_config_nodedir="${npm_config_nodedir:-/usr}"
+
+for f in ../../dist/interlock_gate.wasm ../../dist/payments_sim.wasm; do
+  [ -f "$f" ] || { echo "missing $f: run bash scripts/build-wasm.sh first" >&2; exit 2; }
+done
+if [ ! -x /usr/bin/chromium ]; then
+  apt-get update -qq && apt-get install -y -qq chromium >/dev/null
+fi
+npm ci --no-audit --no-fund --loglevel=error
+npm run --silent build
+# The cross-host tests drive the CLI binary.
+if [ -z "${INTERLOCK_BIN:-}" ] && [ ! -x "$CARGO_TARGET_DIR/debug/interlock" ]; then
+  (cd ../.. && cargo build -q -p interlock-cli)
+fi
+node --test test/*.test.js test/browser/*.test.js
