@@ -1,0 +1,64 @@
+"""Interlock: a safety gate between an AI agent and effects on the world.
+
+It journals why an effect is allowed before it is sent, re-checks that right before the
+send and after any crash, and recovers by what the target can do (dedupe, lookup, or
+AMBIGUOUS for a person). Every rule lives in one WebAssembly component
+(``interlock_gate.wasm``, shipped in this package), the same one every Interlock host
+runs; this package is glue: the journal file, the clock, and the decorator API.
+"""
+
+from .clock import FakeClock, SystemClock
+from .easy import Effect, EffectGate, Interlock, Receipt, RecoveryReport
+from .errors import (
+    Contention,
+    CorruptJournal,
+    GateError,
+    GateTrap,
+    InterlockError,
+    InvalidField,
+    InvalidJson,
+    JournalFailed,
+    Rejected,
+    SimulatedCrash,
+    TooLarge,
+    UnexpectedReply,
+    UnknownEffect,
+    UnknownOperation,
+    UnknownTarget,
+)
+from .gate import Outcome, PremiseChange, Problem, VerifyReport
+from .journal import Corrupt, FileJournal, Locked, TornTail
+
+# States, spelled as in the journal.
+PROPOSED = "PROPOSED"
+AUTHORIZED = "AUTHORIZED"
+DISPATCHED = "DISPATCHED"
+COMMITTED = "COMMITTED"
+REFUSED = "REFUSED"
+AMBIGUOUS = "AMBIGUOUS"
+CONFIRMED = "CONFIRMED"
+
+
+class Status:
+    """The same states as a namespace: ``Status.COMMITTED == "COMMITTED"``."""
+
+    PROPOSED = PROPOSED
+    AUTHORIZED = AUTHORIZED
+    DISPATCHED = DISPATCHED
+    COMMITTED = COMMITTED
+    REFUSED = REFUSED
+    AMBIGUOUS = AMBIGUOUS
+    CONFIRMED = CONFIRMED
+
+
+Result = Outcome
+
+__all__ = [
+    "Interlock", "Effect", "EffectGate", "Outcome", "Result", "Receipt", "RecoveryReport",
+    "PremiseChange", "Problem", "VerifyReport", "Status", "PROPOSED", "AUTHORIZED",
+    "DISPATCHED", "COMMITTED", "REFUSED", "AMBIGUOUS", "CONFIRMED", "InterlockError",
+    "GateError", "InvalidJson", "InvalidField", "TooLarge", "UnknownEffect",
+    "UnknownOperation", "UnexpectedReply", "JournalFailed", "CorruptJournal", "Contention",
+    "GateTrap", "SimulatedCrash", "UnknownTarget", "Rejected", "FileJournal", "Locked",
+    "TornTail", "Corrupt", "FakeClock", "SystemClock",
+]

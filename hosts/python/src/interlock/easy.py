@@ -1,0 +1,569 @@
+"""The seed's decorator API, mapped onto the gate's proposal schema (ARCHITECTURE.md,
+"Proposal"):
+
+    gate = Interlock(".interlock")
+
+    @gate.effect(key=lambda order, amount: f"refund:{order}",
+                 premises=lambda order, amount, idempotency_key: {...},
+                 allowed=lambda order, amount: ...,
+                 lookup=lambda order, amount, idempotency_key: ...,
+                 dedupes=True)
+    def refund_money(order, amount, idempotency_key): ...
+
+    gate.recover()  # once, on startup
+
+Each decorated function is its own target (named after the function): the gate's capture
+step calls ``premises``, authorize calls ``allowed``, apply calls the function with the
+gate's idempotency key, query calls ``lookup``. What any answer means is the gate's
+business; nothing here decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+
+from .clock import SystemClock
+from .errors import InterlockError, Rejected, SimulatedCrash, UnknownTarget
+from .gate import (
+    AFTER_COMMIT,
+    AFTER_INTENT,
+    GateHost,
+    JournalRef,
+    Outcome,
+    Request,
+    VerifyReport,
+    allowed as allowed_reply,
+    applied,
+    canonical_json,
+    captured,
+    failed,
+    found,
+    not_found,
+    rejected,
+    unknown,
+)
+from .journal import FileJournal
+
+#: The standing lease's life when the API grants it for you (see ``Interlock``).
+STANDING_LEASE_MS = 10 * 365 * 24 * 3_600_000
+IDEMPOTENCY_KEY = "idempotency_key"
+
+
+class Receipt(dict):
+    """An effect's receipt (ARCHITECTURE.md, "Receipt"): a dict of the gate's JSON, with
+    its fields also readable as attributes (``receipt.final``, ``receipt.executed``).
+    ``text`` is the exact JSON, which :meth:`Interlock.check_receipt` takes."""
+
+    def __init__(self, text: str):
+        super().__init__(json.loads(text))
+        self.text = text
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+class RecoveryReport(list):
+    """The outcomes of :meth:`Interlock.recover`, one per open effect it resolved (or
+    found still open). ``errors`` maps the effect ids it could not work on to why (an
+    effect whose function was not decorated, a gate error)."""
+
+    def __init__(self, outcomes: Sequence[Outcome], errors: Dict[str, Exception]):
+        super().__init__(outcomes)
+        self.errors = errors
+
+
+def _to_json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _then(value: Any, f: Callable[[Any], Any], on_error: Callable[[BaseException], Any]) -> Any:
+    """``f(value)``, or a coroutine doing it after awaiting ``value``."""
+    if inspect.isawaitable(value):
+
+        async def later():
+            try:
+                v = await value
+            except Exception as e:  # noqa: BLE001 - turned into a reply
+                return on_error(e)
+            return f(v)
+
+        return later()
+    return f(value)
+
+
+def _call(fn: Callable, args: Sequence[Any], on_error: Callable[[BaseException], Any]) -> Any:
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 - turned into a reply
+        return on_error(e)
+
+
+class Effect:
+    """One decorated function: its target and how its steps are performed."""
+
+    def __init__(self, gate: "Interlock", fn: Callable, *, name: Optional[str], key, premises,
+                 allowed, lookup, dedupes: bool, dedupe_window_ms: int, timeout_ms: int,
+                 agent: Optional[str], lease, bounds, cap, rejects: Tuple[type, ...]):
+        self.fn = fn
+        self.name = name or fn.__name__
+        sig = inspect.signature(fn)
+        self.takes_key = IDEMPOTENCY_KEY in sig.parameters
+        self.params = [p for p in sig.parameters if p != IDEMPOTENCY_KEY]
+        self._sig = sig
+        self.key, self.premises, self.allowed, self.lookup = key, premises, allowed, lookup
+        self.dedupes, self.dedupe_window_ms, self.timeout_ms = dedupes, dedupe_window_ms, timeout_ms
+        self.agent, self.lease, self.bounds, self.cap = agent, lease, bounds, cap
+        self.rejects = (Rejected,) + tuple(rejects)
+        # Async if any of its functions is; a lambda returning a coroutine is caught later.
+        self.is_async = any(
+            inspect.iscoroutinefunction(f) for f in (fn, premises, allowed, lookup) if f is not None
+        )
+        self.interlock = gate
+
+    # -- from a call to the effect JSON and back
+
+    def values_of_call(self, args, kwargs) -> List[Any]:
+        if IDEMPOTENCY_KEY in kwargs:
+            raise TypeError(f"{self.name}: the gate supplies {IDEMPOTENCY_KEY}; do not pass it")
+        params = [p for n, p in self._sig.parameters.items() if n != IDEMPOTENCY_KEY]
+        bound = self._sig.replace(parameters=params).bind(*args, **kwargs)
+        bound.apply_defaults()
+        return [bound.arguments[p] for p in self.params]
+
+    def values_of_request(self, req: Request) -> List[Any]:
+        effect = req.args
+        missing = [p for p in self.params if p not in effect]
+        if missing:
+            raise ValueError(f"the effect {req.effect} lacks the arguments {missing}")
+        return [effect[p] for p in self.params]
+
+    # -- the steps (the router calls these)
+
+    def capture(self, req: Request):
+        if self.premises is None:
+            return captured({})
+        try:
+            values = self.values_of_request(req)
+        except ValueError as e:
+            return failed(str(e))
+
+        def pick(all_premises: Any):
+            if not isinstance(all_premises, dict):
+                return failed(f"premises of {self.name} must return a dict, got {type(all_premises).__name__}")
+            missing = [n for n in req.names if n not in all_premises]
+            if missing:
+                return failed(f"premises of {self.name} did not return {missing}")
+            try:
+                return captured({n: all_premises[n] for n in req.names})
+            except (TypeError, ValueError) as e:
+                return failed(f"premises of {self.name} are not JSON: {e}")
+
+        def err(e: BaseException):
+            return failed(f"{type(e).__name__}: {e}")
+
+        r = _call(self.premises, values + [req.effect_id], err)
+        return r if _is_reply(r) else _then(r, pick, err)
+
+    def authorize(self, req: Request):
+        values = self.values_of_request(req)
+        if self.allowed is None:
+            return allowed_reply(False)
+        # An exception here propagates: the check could not be made, so the operation is
+        # cancelled and the effect stays open, rather than being refused on a hiccup.
+        return _then(self.allowed(*values), allowed_reply, _raise)
+
+    def apply(self, req: Request):
+        try:
+            values = self.values_of_request(req)
+        except ValueError as e:
+            return rejected(str(e))  # nothing was called: definitive
+
+        def err(e: BaseException):
+            if isinstance(e, self.rejects):
+                return rejected(f"{type(e).__name__}: {e}")
+            return unknown(f"{type(e).__name__}: {e}")
+
+        kwargs = {IDEMPOTENCY_KEY: req.idempotency_key} if self.takes_key else {}
+        try:
+            r = self.fn(*values, **kwargs)
+        except Exception as e:  # noqa: BLE001 - the gate decides what an error means
+            return err(e)
+        return _then(r, lambda v: applied(_to_json(v)), err)
+
+    def query(self, req: Request):
+        if self.lookup is None:
+            return failed(f"{self.name} has no lookup")
+        try:
+            values = self.values_of_request(req)
+        except ValueError as e:
+            return failed(str(e))
+
+        def answer(v: Any):
+            if v is None or v is False:
+                return not_found()
+            return found(_to_json(v))
+
+        def err(e: BaseException):
+            return failed(f"{type(e).__name__}: {e}")
+
+        r = _call(self.lookup, values + [req.effect_id], err)
+        return r if _is_reply(r) else _then(r, answer, err)
+
+    # -- the proposal
+
+    def proposal_base(self, values: List[Any]) -> Dict[str, Any]:
+        gate = self.interlock
+        p: Dict[str, Any] = {
+            "agent": self.agent or gate.agent,
+            "target": {
+                "name": self.name,
+                "dedupes": bool(self.dedupes),
+                "lookup": self.lookup is not None,
+                "dedupe_window_ms": int(self.dedupe_window_ms),
+                "timeout_ms": int(self.timeout_ms),
+            },
+            "effect": dict(zip(self.params, values)),
+        }
+        if self.key is not None:
+            p["key"] = self.key(*values)
+        lease = self.lease(*values) if callable(self.lease) else self.lease
+        authority: Dict[str, Any] = {"lease": lease or gate.standing_lease()}
+        if self.allowed is not None:
+            authority["host_check"] = True
+        p["authority"] = authority
+        for name, extra in (("bounds", self.bounds), ("cap", self.cap)):
+            if extra is not None:
+                p[name] = extra(*values) if callable(extra) else extra
+        return p
+
+
+def _raise(e: BaseException):
+    raise e
+
+
+def _is_reply(r: Any) -> bool:
+    from wasmtime.component import Variant
+
+    return isinstance(r, Variant)
+
+
+class _Router:
+    """The Interlock's targets: routes each step to the decorated function it names."""
+
+    def __init__(self, gate: "Interlock", sync: bool):
+        self.gate = gate
+        self.sync = sync
+
+    def _route(self, req: Request):
+        spec = self.gate._effects.get(req.target)
+        if spec is None:
+            raise UnknownTarget(req.target, req.effect_id)
+        if self.sync and spec.is_async:
+            raise TypeError(
+                f"{req.target} is async: use `await fn(...)`, `await gate.asubmit(...)` and "
+                "`await gate.arecover()`"
+            )
+        r = getattr(spec, req.kind)(req)
+        if self.sync and inspect.isawaitable(r):
+            if hasattr(r, "close"):
+                r.close()
+            raise TypeError(
+                f"{req.target} is async (its function, premises, allowed or lookup returned "
+                "an awaitable): use `await fn(...)`, `await gate.asubmit(...)` and "
+                "`await gate.arecover()`"
+            )
+        return r
+
+    capture = authorize = apply = query = _route
+
+
+class EffectGate:
+    """``fn.gate``: the gate as seen from one decorated function. ``submit`` takes the
+    function's proposal; everything else is the :class:`Interlock`'s."""
+
+    def __init__(self, gate: "Interlock", effect: Effect):
+        self._interlock = gate
+        self.effect = effect
+
+    def submit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
+        return self._interlock.submit(
+            proposal, crash_after_effect=crash_after_effect, crash_before_effect=crash_before_effect
+        )
+
+    async def asubmit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
+        return await self._interlock.asubmit(
+            proposal, crash_after_effect=crash_after_effect, crash_before_effect=crash_before_effect
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._interlock, name)
+
+
+class Interlock:
+    """A gate on one journal directory (``journal.jsonl``, locked for this object's life).
+
+    ``agent`` names who proposes. Authority: an effect's ``lease=`` (a name, or a function
+    of the call's arguments), an approval (set ``proposal["authority"] = {"approval": id}``
+    after :meth:`approve`), or else the *standing lease* ``"<agent>-standing"``, which this
+    API grants (for ten years) the first time it is needed and never again: once revoked
+    with :meth:`revoke_lease`, it stays revoked, and every effect under it is refused.
+    ``clock`` is for tests (:class:`interlock.clock.FakeClock`)."""
+
+    def __init__(self, path: Union[str, Path] = ".interlock", *, agent: str = "agent", clock=None,
+                 wasm: Optional[Path] = None):
+        self.path = Path(path)
+        self.agent = agent
+        self.clock = clock or SystemClock()
+        self._wasm = wasm
+        self._journal = JournalRef(FileJournal.open(self.path))
+        self._host: Optional[GateHost] = None
+        self._effects: Dict[str, Effect] = {}
+        self._dead: Optional[str] = None
+
+    # -- life
+
+    def close(self) -> None:
+        """Releases the journal's lock. The object cannot be used afterwards."""
+        self._journal.close()
+        self._host = None
+        self._dead = self._dead or "this Interlock was closed"
+
+    def __enter__(self) -> "Interlock":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _die(self, why: str) -> None:
+        self._journal.close()  # as at a process exit: the lock goes with it
+        self._host = None
+        self._dead = why
+
+    def host(self) -> GateHost:
+        """The gate instance (a fresh one after a trap: what is durable stays)."""
+        if self._dead:
+            raise InterlockError(f"{self._dead}; create a new Interlock on {self.path}")
+        if self._host is None or self._host.broken:
+            self._host = GateHost(self._journal, self.clock, self._wasm)
+        return self._host
+
+    # -- the decorator
+
+    def effect(self, fn: Optional[Callable] = None, *, key: Optional[Callable] = None,
+               premises: Optional[Callable] = None, allowed: Optional[Callable] = None,
+               lookup: Optional[Callable] = None, dedupes: bool = False,
+               dedupe_window_ms: int = 86_400_000, timeout_ms: int = 30_000,
+               name: Optional[str] = None, agent: Optional[str] = None, lease=None,
+               bounds=None, cap=None, rejects: Sequence[type] = ()):
+        """Gates a function with external effects (see the module documentation).
+
+        ``key(*args)``: the effect key, from the approved request, never model output.
+        ``premises(*args, idempotency_key)``: the facts the decision rests on, read fresh
+        (excluding this effect's own result); called when the proposal is made, right
+        before the send, and before any resend. ``allowed(*args)``: the host's own
+        authority check, asked at dispatch and at recovery. ``lookup(*args,
+        idempotency_key)``: whether the effect already happened (truthy: found).
+        ``dedupes``: the target dedupes on the idempotency key within
+        ``dedupe_window_ms``. ``timeout_ms``: how long a send may take (the claim).
+        ``rejects``: exception types that mean "refused, nothing applied" (besides
+        :class:`interlock.Rejected`); any other exception leaves the send's fate unknown."""
+
+        def wrap(f: Callable):
+            spec = Effect(self, f, name=name, key=key, premises=premises, allowed=allowed,
+                          lookup=lookup, dedupes=dedupes, dedupe_window_ms=dedupe_window_ms,
+                          timeout_ms=timeout_ms, agent=agent, lease=lease, bounds=bounds,
+                          cap=cap, rejects=tuple(rejects))
+            self._effects[spec.name] = spec
+            effect_gate = EffectGate(self, spec)
+
+            if spec.is_async:
+                @functools.wraps(f)
+                async def gated(*args, **kwargs):
+                    return await effect_gate.asubmit(await aproposal(*args, **kwargs))
+            else:
+                @functools.wraps(f)
+                def gated(*args, **kwargs):
+                    return effect_gate.submit(proposal(*args, **kwargs))
+
+            def proposal(*args, **kwargs) -> Dict[str, Any]:
+                values = spec.values_of_call(args, kwargs)
+                p = spec.proposal_base(values)
+                if premises is not None:
+                    read = premises(*values, self.effect_id_of(p))
+                    if inspect.isawaitable(read):
+                        read.close()
+                        raise TypeError(f"premises of {spec.name} is async: use `await {spec.name}.aproposal(...)`")
+                    p["premises"] = read
+                return p
+
+            async def aproposal(*args, **kwargs) -> Dict[str, Any]:
+                values = spec.values_of_call(args, kwargs)
+                p = spec.proposal_base(values)
+                if premises is not None:
+                    read = premises(*values, self.effect_id_of(p))
+                    p["premises"] = await read if inspect.isawaitable(read) else read
+                return p
+
+            gated.proposal = proposal
+            gated.aproposal = aproposal
+            gated.gate = effect_gate
+            gated.effect = spec
+            gated.__wrapped__ = f
+            return gated
+
+        return wrap(fn) if fn is not None else wrap
+
+    # -- gate calls
+
+    @staticmethod
+    def _text(proposal: Union[str, Dict[str, Any]]) -> str:
+        return proposal if isinstance(proposal, str) else canonical_json(proposal)
+
+    def effect_id_of(self, proposal) -> str:
+        """The effect id a proposal gets (the gate computes it; nothing is recorded)."""
+        return self.host().effect_id_of(self._text(proposal))
+
+    def submit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
+        """Gates a proposal through to its outcome. ``crash_after_effect``: the effect runs,
+        then this process "dies" before the reply reaches the gate: :class:`SimulatedCrash`
+        is raised and this Interlock is dead (its journal lock released), as after a kill.
+        ``crash_before_effect``: dies once the intent is durable, before the send."""
+        host = self._arm(crash_after_effect, crash_before_effect)
+        try:
+            o = host.submit(self._text(proposal), _Router(self, sync=True))
+        except SimulatedCrash as e:
+            self._die(f"this Interlock crashed (simulated, {e.point})")
+            raise
+        finally:
+            host.crash_at(None)
+        return self._attach(o)
+
+    async def asubmit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
+        """:meth:`submit` for ``async def`` effects (and async premises/allowed/lookup)."""
+        host = self._arm(crash_after_effect, crash_before_effect)
+        try:
+            o = await host.asubmit(self._text(proposal), _Router(self, sync=False))
+        except SimulatedCrash as e:
+            self._die(f"this Interlock crashed (simulated, {e.point})")
+            raise
+        finally:
+            host.crash_at(None)
+        return self._attach(o)
+
+    def _arm(self, after: bool, before: bool) -> GateHost:
+        host = self.host()
+        host.crash_at(AFTER_INTENT if before else AFTER_COMMIT if after else None)
+        return host
+
+    def _attach(self, o: Outcome) -> Outcome:
+        object.__setattr__(o, "_interlock", self)
+        return o
+
+    def recover(self) -> RecoveryReport:
+        """Resolves every open effect by the gate's recovery table; call once on startup,
+        after decorating every effect. Waits out live claims (at most the target's
+        ``timeout_ms``). Effects of functions not decorated here stay open (in ``errors``)."""
+        results = self.host().recover_all(_Router(self, sync=True))
+        return self._report(results)
+
+    async def arecover(self) -> RecoveryReport:
+        """The awaitable :meth:`recover`, for ``async def`` effects."""
+        results = await self.host().arecover_all(_Router(self, sync=False))
+        return self._report(results)
+
+    def _report(self, results) -> RecoveryReport:
+        outcomes, errors = [], {}
+        for effect_id, r in results:
+            if isinstance(r, Outcome):
+                outcomes.append(self._attach(r))
+            else:
+                errors[effect_id] = r
+        return RecoveryReport(outcomes, errors)
+
+    def open_effects(self) -> List[str]:
+        return self.host().open_effects()
+
+    def status(self, effect_id: str) -> str:
+        """The effect's last state as the journal spells it."""
+        return self.receipt(effect_id)["final"]
+
+    def receipt(self, effect_id: str, key: Optional[bytes] = None) -> Receipt:
+        """The effect's receipt; HMAC-SHA256-signed when ``key`` is given."""
+        return Receipt(self.host().receipt(effect_id, key))
+
+    def check_receipt(self, receipt: Union[Receipt, str], key: bytes) -> VerifyReport:
+        text = receipt.text if isinstance(receipt, Receipt) else receipt
+        return self.host().check_receipt(text, key)
+
+    def verify(self, anchors: Sequence[Union[Receipt, str]] = ()) -> VerifyReport:
+        """Verifies every stream's hash chain; receipts in ``anchors`` pin their streams."""
+        return self.host().verify([a.text if isinstance(a, Receipt) else a for a in anchors])
+
+    def confirm(self, effect_id: str, evidence: Any) -> Outcome:
+        return self._attach(self.host().confirm(effect_id, _to_json(evidence)))
+
+    # -- authority
+
+    def standing_lease(self) -> str:
+        """The default authority's lease name, granted here the first time it is needed."""
+        name = f"{self.agent}-standing"
+        journal = self._journal.journal
+        if journal is not None and journal.length(f"lease:{name}") == 0:
+            self.lease(name, expires_at_ms=self.clock.now_ms() + STANDING_LEASE_MS)
+        return name
+
+    def lease(self, name: str, ttl_s: Optional[float] = None, *, expires_at_ms: Optional[int] = None) -> str:
+        """Grants (or extends) the lease ``name`` for ``ttl_s`` seconds or until
+        ``expires_at_ms``. Durable on return."""
+        if expires_at_ms is None:
+            if ttl_s is None:
+                raise TypeError("lease() needs ttl_s or expires_at_ms")
+            expires_at_ms = self.clock.now_ms() + int(ttl_s * 1000)
+        self.host().grant_lease(name, int(expires_at_ms))
+        return name
+
+    def revoke_lease(self, name: str) -> None:
+        self.host().revoke_lease(name)
+
+    def approve(self, approval: str, approver: str, proposal: Dict[str, Any], *,
+                premises_seen: Optional[Dict[str, Any]] = None,
+                expires_at_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Records an approval of exactly ``proposal``'s request, with the premises the
+        approver saw (default: the proposal's). Returns the proposal with the approval as
+        its authority."""
+        a: Dict[str, Any] = {
+            "approval": approval,
+            "approver": approver,
+            "request": {"key": proposal.get("key"), "effect": proposal["effect"]},
+            "premises_seen": premises_seen if premises_seen is not None else proposal.get("premises", {}),
+        }
+        if a["request"]["key"] is None:
+            del a["request"]["key"]
+        if expires_at_ms is not None:
+            a["expires_at_ms"] = int(expires_at_ms)
+        self.host().approve(canonical_json(a))
+        p = dict(proposal)
+        p["authority"] = {"approval": approval, **(
+            {"host_check": True} if proposal.get("authority", {}).get("host_check") else {})}
+        return p
+
+    def revoke_approval(self, approval: str) -> None:
+        self.host().revoke_approval(approval)
+
+
+def _outcome_receipt(self: Outcome, key: Optional[bytes] = None) -> Receipt:
+    gate = getattr(self, "_interlock", None)
+    if gate is None:
+        raise InterlockError("this outcome did not come from an Interlock; use gate.receipt(effect_id)")
+    return gate.receipt(self.effect_id, key)
+
+
+Outcome.receipt = _outcome_receipt  # type: ignore[attr-defined]

@@ -1,0 +1,165 @@
+"""What can go wrong, as types a Python developer can catch.
+
+* :class:`GateError` and its subclasses: the gate refused a call (the WIT ``gate-error``,
+  one class per case, ``.case`` is the WIT spelling). The journal is as the WIT documents.
+* :class:`GateTrap`: the gate component trapped. The instance is broken and is replaced;
+  never a gate error, never turned into one.
+* :class:`SimulatedCrash`: a crash injected on purpose (``crash_after_effect=True``).
+* REFUSED and AMBIGUOUS are outcomes, not errors: see :class:`interlock.Outcome`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+
+class InterlockError(Exception):
+    """Every error this package raises on purpose."""
+
+
+class GateError(InterlockError):
+    """The gate refused the call. ``case`` is the WIT ``gate-error`` case."""
+
+    case = "gate-error"
+
+    def __init__(self, message: str, payload: Any = None):
+        super().__init__(message)
+        self.payload = payload
+
+
+class InvalidJson(GateError):
+    """An input is not JSON (the parser's message, with line and column)."""
+
+    case = "invalid-json"
+
+
+class InvalidField(GateError):
+    """An input is JSON but not the documented schema; ``field`` is a JSON pointer."""
+
+    case = "invalid-field"
+
+    def __init__(self, field: str, problem: str):
+        super().__init__(f"invalid input at {field}: {problem}", {"field": field, "problem": problem})
+        self.field = field
+        self.problem = problem
+
+
+class TooLarge(GateError):
+    """An input is larger than the gate accepts; ``limit`` is in bytes."""
+
+    case = "too-large"
+
+    def __init__(self, limit: int):
+        super().__init__(f"the input is larger than {limit} bytes", limit)
+        self.limit = limit
+
+
+class UnknownEffect(GateError):
+    case = "unknown-effect"
+
+    def __init__(self, effect_id: str):
+        super().__init__(f"no effect {effect_id} in the journal", effect_id)
+        self.effect_id = effect_id
+
+
+class UnknownOperation(GateError):
+    case = "unknown-operation"
+
+    def __init__(self, op: int):
+        super().__init__(f"no operation {op} is in progress", op)
+        self.op = op
+
+
+class UnexpectedReply(GateError):
+    case = "unexpected-reply"
+
+
+class JournalFailed(GateError):
+    """The journal failed; nothing was sent. ``journal_case`` is the WIT
+    ``journal-error`` case (``conflict``, ``io``, ``corrupt``, ``torn-tail``, ``other``)."""
+
+    case = "journal"
+
+    def __init__(self, journal_case: str, detail: Any):
+        super().__init__(f"the journal failed (nothing was sent): {journal_case}: {detail}", detail)
+        self.journal_case = journal_case
+        self.detail = detail
+
+
+class CorruptJournal(GateError):
+    """A stream the gate must act on fails verification; it will not act on it."""
+
+    case = "corrupt-journal"
+
+
+class Contention(GateError):
+    """Other workers kept winning the journal; nothing was sent. Retry."""
+
+    case = "contention"
+
+
+_CASES = {
+    c.case: c
+    for c in (
+        InvalidJson,
+        InvalidField,
+        TooLarge,
+        UnknownEffect,
+        UnknownOperation,
+        UnexpectedReply,
+        JournalFailed,
+        CorruptJournal,
+        Contention,
+    )
+}
+
+
+def gate_error(tag: str, payload: Any) -> GateError:
+    """The exception for one WIT ``gate-error`` value."""
+    if tag == "invalid-field":
+        return InvalidField(getattr(payload, "field"), getattr(payload, "problem"))
+    if tag == "journal":
+        return JournalFailed(payload.tag, payload.payload)
+    cls = _CASES.get(tag)
+    if cls is None:
+        # A case this host does not know yet: still a gate error, with its name.
+        e = GateError(f"{tag}: {payload}", payload)
+        e.case = tag
+        return e
+    if cls in (TooLarge, UnknownEffect, UnknownOperation):
+        return cls(payload)
+    return cls(str(payload), payload)
+
+
+class GateTrap(InterlockError):
+    """The gate component trapped (a broken component or a broken host import). The
+    instance is dropped; what is durable in the journal stays, and recovery resumes it."""
+
+
+class SimulatedCrash(InterlockError):
+    """A crash injected on purpose. The crashed :class:`interlock.Interlock` is dead (its
+    journal closed, as at a process exit): create a new one on the same directory."""
+
+    def __init__(self, point: str, effect_id: Optional[str] = None):
+        super().__init__(f"simulated crash {point}")
+        self.point = point
+        self.effect_id = effect_id
+
+
+class UnknownTarget(InterlockError):
+    """The gate asked for a target this process has no adapter for (an effect was not
+    decorated before ``recover()``). The operation was cancelled; the effect stays open."""
+
+    def __init__(self, target: str, effect_id: str):
+        super().__init__(
+            f"effect {effect_id} belongs to target {target!r}, which is not registered here; "
+            "decorate it before recover(). Nothing was changed; it stays open."
+        )
+        self.target = target
+        self.effect_id = effect_id
+
+
+class Rejected(InterlockError):
+    """Raise it from an effect function to say the target refused and applied nothing
+    (a definitive error, like an HTTP 4xx). Any other exception leaves the send's fate
+    unknown, and the gate resolves it by the target's tier."""

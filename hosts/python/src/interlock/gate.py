@@ -1,0 +1,610 @@
+"""One instance of the gate component and the loop that drives its steps.
+
+The gate never calls a target. Each call answers with a step (capture, authorize, apply,
+query, or done); the host performs it through a target adapter and hands the reply back
+with ``resume``. Nothing here decides anything: the loop only routes. A recovery rule
+written here would drift from the other hosts: it would be a bug.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple
+
+import wasmtime
+from wasmtime import Engine, Store
+from wasmtime.component import Component, Linker, Record, Variant
+
+from .errors import GateTrap, SimulatedCrash, gate_error
+from .journal import Conflict, FileJournal, JournalFileError
+
+GATE_WASM = "interlock_gate.wasm"
+PAYMENTS_WASM = "payments_sim.wasm"
+GATE_INTERFACE = "interlock:gate/gate@0.1.0"
+JOURNAL_INTERFACE = "interlock:gate/journal@0.1.0"
+CLOCK_PREFIX = "wasi:clocks/wall-clock@"
+
+# Crash points, as the conformance vectors spell them.
+AFTER_INTENT = "after_intent"
+AFTER_COMMIT = "after_commit"
+IN_RECOVERY = "in_recovery"
+
+
+# ---------------------------------------------------------------- loading the component
+
+
+def wasm_path(name: str) -> Path:
+    """Where a component is: ``$INTERLOCK_WASM`` (the gate) or ``$INTERLOCK_PAYMENTS_WASM``,
+    else the copy inside this package, else a development checkout's dist/."""
+    env = os.environ.get("INTERLOCK_WASM" if name == GATE_WASM else "INTERLOCK_PAYMENTS_WASM")
+    if env:
+        return Path(env)
+    packaged = Path(__file__).with_name("wasm") / name
+    if packaged.is_file():
+        return packaged
+    # src/interlock/gate.py -> hosts/python/src/interlock -> the repository root
+    dev = Path(__file__).resolve().parents[4] / "dist" / name
+    if dev.is_file():
+        return dev
+    raise FileNotFoundError(
+        f"the component {name} was not found in this package ({packaged}) nor in {dev}; "
+        "build it with `bash scripts/build-wasm.sh` or set INTERLOCK_WASM"
+    )
+
+
+_ENGINE: Optional[Engine] = None
+_COMPONENTS: Dict[Path, Component] = {}
+
+
+def engine() -> Engine:
+    global _ENGINE
+    if _ENGINE is None:
+        _ENGINE = Engine()
+    return _ENGINE
+
+
+def _cache_dir() -> Optional[Path]:
+    if os.environ.get("INTERLOCK_NO_CACHE"):
+        return None
+    base = os.environ.get("INTERLOCK_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "interlock"
+    )
+    return Path(base)
+
+
+def _wasmtime_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("wasmtime")
+    except Exception:  # noqa: BLE001 - an unknown version only disables the cache key's use
+        return "unknown"
+
+
+def load_component(path: Path) -> Component:
+    """The component compiled for this process's engine, once per process. The compiled
+    artifact is cached on disk (~100-200 ms saved per process), keyed by the wasm bytes and
+    the wasmtime version, so a rebuilt guest or another wasmtime never loads a stale one."""
+    path = Path(path).resolve()
+    if path in _COMPONENTS:
+        return _COMPONENTS[path]
+    data = path.read_bytes()
+    key = hashlib.sha256(data + _wasmtime_version().encode()).hexdigest()[:16]
+    cache = _cache_dir()
+    cached = cache / f"{path.stem}.{key}.cwasm" if cache else None
+    component = None
+    if cached is not None and cached.is_file():
+        try:
+            # Only this function writes these files (whole, by rename), named by the hash
+            # of the wasm and of the wasmtime version: they are wasmtime's own output.
+            component = Component.deserialize(engine(), cached.read_bytes())
+        except Exception:
+            component = None
+    if component is None:
+        try:
+            component = Component(engine(), data)
+        except wasmtime.WasmtimeError as e:
+            raise GateTrap(f"{path} is not a valid component: {e}") from e
+        if cached is not None:
+            try:
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(f".tmp{os.getpid()}")
+                tmp.write_bytes(bytes(component.serialize()))
+                os.replace(tmp, cached)
+            except OSError:
+                pass  # best effort: a read-only home only costs time
+    _COMPONENTS[path] = component
+    return component
+
+
+# ---------------------------------------------------------------- values
+
+
+def _f(rec: Any, name: str) -> Any:
+    """A field of a WIT record (wasmtime-py keeps the kebab-case names)."""
+    return getattr(rec, name)
+
+
+@dataclass(frozen=True)
+class PremiseChange:
+    """A premise that no longer holds: its recorded value (or bound) and the value now."""
+
+    name: str
+    was: Any
+    now: Any
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the gate decided for one effect. REFUSED and AMBIGUOUS are outcomes, not errors.
+
+    ``status`` is spelled as in the journal (``COMMITTED``, ``REFUSED``, ``AMBIGUOUS``,
+    ``CONFIRMED``; ``DISPATCHED`` while the effect is still open), ``reason`` as its JSON
+    code (``conflicting_payload``, ``claim_live``, ...), ``executed`` is ``yes``, ``no`` or
+    ``unknown``. ``result`` is the target's result, parsed from JSON."""
+
+    effect_id: str
+    status: str
+    reason: Optional[str]
+    executed: str
+    result: Any
+    changed: Tuple[PremiseChange, ...]
+    return_to: Optional[str]
+    replayed: bool
+    retry_after_ms: Optional[int]
+
+    @property
+    def state(self) -> str:
+        return self.status
+
+    @property
+    def final(self) -> bool:
+        return self.status in ("COMMITTED", "REFUSED", "AMBIGUOUS", "CONFIRMED")
+
+    def __str__(self) -> str:
+        extra = f" ({self.reason})" if self.reason else ""
+        return f"{self.status}{extra} {self.effect_id}"
+
+
+def _json_or_none(text: Optional[str]) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def to_outcome(rec: Any) -> Outcome:
+    reason = _f(rec, "reason")
+    return Outcome(
+        effect_id=_f(rec, "effect-id"),
+        status=_f(rec, "state").upper(),
+        reason=reason.replace("-", "_") if reason else None,
+        executed=_f(rec, "executed"),
+        result=_json_or_none(_f(rec, "result")),
+        changed=tuple(
+            PremiseChange(c.name, json.loads(c.was), json.loads(c.now)) for c in _f(rec, "changed")
+        ),
+        return_to=_f(rec, "return-to"),
+        replayed=_f(rec, "replayed"),
+        retry_after_ms=_f(rec, "retry-after-ms"),
+    )
+
+
+@dataclass(frozen=True)
+class Problem:
+    stream: str
+    seq: int
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class VerifyReport:
+    streams: int
+    entries: int
+    problems: Tuple[Problem, ...]
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _report(rec: Any) -> VerifyReport:
+    return VerifyReport(
+        rec.streams,
+        rec.entries,
+        tuple(Problem(_f(p, "stream"), p.seq, p.kind, p.detail) for p in rec.problems),
+    )
+
+
+# Replies, as the WIT `reply` variant. Targets return these.
+def captured(premises: Dict[str, Any]) -> Variant:
+    return Variant("captured", canonical_json(premises))
+
+
+def allowed(yes: bool) -> Variant:
+    return Variant("allowed", bool(yes))
+
+
+def applied(result_json: str) -> Variant:
+    return Variant("applied", result_json)
+
+
+def rejected(message: str) -> Variant:
+    return Variant("rejected", message)
+
+
+def unknown(message: str) -> Variant:
+    return Variant("unknown", message)
+
+
+def found(result_json: str) -> Variant:
+    return Variant("found", result_json)
+
+
+def not_found() -> Variant:
+    return Variant("not-found")
+
+
+def failed(message: str) -> Variant:
+    return Variant("failed", message)
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON with sorted keys (the gate re-canonicalizes what it stores; this only
+    keeps the text a host sends the same as the Rust host's)."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One step's request (capture, authorize, apply or query) as plain Python.
+    ``effect`` is the effect's JSON text; ``args`` its parsed form."""
+
+    kind: str
+    effect_id: str
+    target: str
+    effect: str
+    names: Tuple[str, ...] = ()
+    agent: Optional[str] = None
+    idempotency_key: Optional[str] = None
+    attempt: int = 0
+
+    @property
+    def args(self) -> Any:
+        return json.loads(self.effect)
+
+
+def to_request(kind: str, rec: Any) -> Request:
+    return Request(
+        kind=kind,
+        effect_id=_f(rec, "effect-id"),
+        target=rec.target,
+        effect=rec.effect,
+        names=tuple(getattr(rec, "names", ()) or ()),
+        agent=getattr(rec, "agent", None),
+        idempotency_key=getattr(rec, "idempotency-key", None),
+        attempt=getattr(rec, "attempt", 0) or 0,
+    )
+
+
+# ---------------------------------------------------------------- the host
+
+
+class JournalRef:
+    """One journal shared by several gate instances in a process (racing workers, a
+    restarted worker), which can be closed and reopened under them."""
+
+    def __init__(self, journal: Optional[FileJournal]):
+        self.journal = journal
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+        self.journal = None
+
+    def replace(self, journal: FileJournal) -> None:
+        self.journal = journal
+
+
+def _journal_error(e: Exception) -> Variant:
+    if isinstance(e, Conflict):
+        return Variant("conflict", e.actual)
+    if isinstance(e, JournalFileError):
+        return Variant(e.case, str(e))
+    return Variant("io", f"journal I/O error: {e}")
+
+
+class GateHost:
+    """One instance of the gate component with its journal and clock. Cheap to create
+    (the component is compiled once per process); a restarted process is a new host."""
+
+    #: How long recovery waits on another worker's live claim: at most this many polls,
+    #: each as long as the gate says the claim has left.
+    max_claim_polls = 150
+    poll_ms = 200
+
+    def __init__(self, journal: JournalRef, clock, wasm: Optional[Path] = None):
+        self.journal = journal
+        self.clock = clock
+        self.crash_point: Optional[str] = None
+        self.broken = False
+        component = load_component(wasm or wasm_path(GATE_WASM))
+        eng = engine()
+        clock_name = next(
+            (n for n in component.type.imports(eng) if n.startswith(CLOCK_PREFIX)), None
+        )
+        if clock_name is None:
+            raise GateTrap("the gate component does not import wasi:clocks/wall-clock")
+        linker = Linker(eng)
+        with linker.root() as root:
+            with root.add_instance(clock_name) as wc:
+                wc.add_func("now", self._now)
+                wc.add_func("resolution", self._resolution)
+            with root.add_instance(JOURNAL_INTERFACE) as j:
+                j.add_func("append", self._append)
+                j.add_func("read", self._read)
+                j.add_func("length", self._length)
+                j.add_func("open-streams", self._open_streams)
+                j.add_func("streams", self._streams)
+                j.add_func("sync", self._sync)
+        self.store = Store(eng)
+        try:
+            instance = linker.instantiate(self.store, component)
+        except wasmtime.WasmtimeError as e:
+            raise GateTrap(f"the gate component does not fit this host's imports: {e}") from e
+        self._linker = linker  # keeps the host functions alive with the instance
+        gi = instance.get_export_index(self.store, GATE_INTERFACE)
+        if gi is None:
+            raise GateTrap(f"the component does not export {GATE_INTERFACE}")
+        self._funcs = {}
+        for name in (
+            "effect-id-of", "submit", "resume", "cancel", "open-effects", "recover",
+            "grant-lease", "revoke-lease", "approve", "revoke-approval", "confirm",
+            "receipt", "check-receipt", "verify",
+        ):
+            idx = instance.get_export_index(self.store, name, gi)
+            func = instance.get_func(self.store, idx) if idx is not None else None
+            if func is None:
+                raise GateTrap(f"the gate component lacks the export {name!r}")
+            self._funcs[name] = func
+
+    # -- imports: wasi:clocks/wall-clock
+
+    def _now(self, _store) -> Record:
+        ms = self.clock.now_ms()
+        r = Record()
+        r.seconds = ms // 1000
+        r.nanoseconds = (ms % 1000) * 1_000_000
+        return r
+
+    def _resolution(self, _store) -> Record:
+        r = Record()  # the gate only ever reads milliseconds
+        r.seconds = 0
+        r.nanoseconds = 1_000_000
+        return r
+
+    # -- imports: interlock:gate/journal
+
+    def _with_journal(self, fn: Callable[[FileJournal], Any]) -> Any:
+        j = self.journal.journal
+        if j is None:
+            return Variant("other", "journal is closed")
+        try:
+            return fn(j)
+        except (JournalFileError, OSError) as e:
+            return _journal_error(e)
+
+    def _append(self, _s, stream, expected, entries, durable, is_open):
+        return self._with_journal(lambda j: j.append(stream, expected, entries, durable, is_open))
+
+    def _read(self, _s, stream, start):
+        return self._with_journal(lambda j: j.read(stream, start))
+
+    def _length(self, _s, stream):
+        return self._with_journal(lambda j: j.length(stream))
+
+    def _open_streams(self, _s):
+        return self._with_journal(lambda j: j.open_streams())
+
+    def _streams(self, _s):
+        return self._with_journal(lambda j: j.streams())
+
+    def _sync(self, _s):
+        return self._with_journal(lambda j: j.sync())
+
+    # -- calling the exports
+
+    def _call(self, name: str, *args: Any) -> Any:
+        if self.broken:
+            raise GateTrap("this gate instance trapped earlier; it cannot be used again")
+        try:
+            result = self._funcs[name](self.store, *args)
+        except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
+            self.broken = True
+            raise GateTrap(f"the gate component trapped in {name}: {e}") from e
+        except BaseException:
+            # A host import raised (a host bug): the instance has trapped.
+            self.broken = True
+            raise
+        if isinstance(result, Variant):  # every export's error is the gate-error variant
+            raise gate_error(result.tag, result.payload)
+        return result
+
+    def effect_id_of(self, proposal: str) -> str:
+        return self._call("effect-id-of", proposal)
+
+    def submit_step(self, proposal: str) -> Any:
+        return self._call("submit", proposal)
+
+    def resume(self, op: int, reply: Variant) -> Any:
+        return self._call("resume", op, reply)
+
+    def cancel(self, op: int) -> None:
+        self._call("cancel", op)
+
+    def open_effects(self) -> List[str]:
+        return list(self._call("open-effects"))
+
+    def recover_step(self, effect_id: str) -> Any:
+        return self._call("recover", effect_id)
+
+    def grant_lease(self, lease: str, expires_at_ms: int) -> None:
+        self._call("grant-lease", lease, int(expires_at_ms))
+
+    def revoke_lease(self, lease: str) -> None:
+        self._call("revoke-lease", lease)
+
+    def approve(self, approval: str) -> None:
+        self._call("approve", approval)
+
+    def revoke_approval(self, approval: str) -> None:
+        self._call("revoke-approval", approval)
+
+    def confirm(self, effect_id: str, evidence: str) -> Outcome:
+        return to_outcome(self._call("confirm", effect_id, evidence))
+
+    def receipt(self, effect_id: str, key: Optional[bytes] = None) -> str:
+        return self._call("receipt", effect_id, None if key is None else bytes(key))
+
+    def check_receipt(self, receipt: str, key: bytes) -> VerifyReport:
+        return _report(self._call("check-receipt", receipt, bytes(key)))
+
+    def verify(self, anchors: Sequence[str] = ()) -> VerifyReport:
+        return _report(self._call("verify", list(anchors)))
+
+    # -- driving steps
+
+    def crash_at(self, point: Optional[str]) -> None:
+        """Raise :class:`SimulatedCrash` at ``point`` (after_intent, after_commit,
+        in_recovery) instead of answering the gate."""
+        self.crash_point = point
+
+    def _maybe_crash(self, here: str, effect_id: str) -> None:
+        if self.crash_point == here:
+            self.broken = True  # a crashed process answers nothing more
+            raise SimulatedCrash(here.replace("_", " "), effect_id)
+
+    def _steps(self, first: Any, recovering: bool) -> Generator[Tuple[int, Request], Variant, Outcome]:
+        """The step loop as a generator: yields (op, request), receives the reply. Shared
+        by the sync and the async drivers so both route identically."""
+        step = first
+        while True:
+            tag, payload = step.ask.tag, step.ask.payload
+            if tag == "done":
+                return to_outcome(payload)
+            req = to_request(tag, payload)
+            if tag == "apply" and not recovering:
+                self._maybe_crash(AFTER_INTENT, req.effect_id)
+            reply = yield step.op, req
+            if tag == "apply":
+                self._maybe_crash(IN_RECOVERY if recovering else AFTER_COMMIT, req.effect_id)
+            elif tag == "query" and recovering:
+                self._maybe_crash(IN_RECOVERY, req.effect_id)
+            step = self.resume(step.op, reply)
+
+    def drive(self, first: Any, targets, recovering: bool = False) -> Outcome:
+        gen = self._steps(first, recovering)
+        try:
+            op, req = next(gen)
+            while True:
+                reply = self._perform(op, req, targets, None)
+                op, req = gen.send(reply)
+        except StopIteration as stop:
+            return stop.value
+
+    async def adrive(self, first: Any, targets, recovering: bool = False) -> Outcome:
+        gen = self._steps(first, recovering)
+        try:
+            op, req = next(gen)
+            while True:
+                reply = self._perform(op, req, targets, None)
+                if inspect.isawaitable(reply):
+                    try:
+                        reply = await reply
+                    except BaseException:
+                        self._cancel_quietly(op)
+                        raise
+                op, req = gen.send(reply)
+        except StopIteration as stop:
+            return stop.value
+
+    def _cancel_quietly(self, op: int) -> None:
+        if not self.broken:
+            try:
+                self.cancel(op)
+            except Exception:
+                pass
+
+    def _perform(self, op: int, req: Request, targets, _unused) -> Any:
+        try:
+            return getattr(targets, req.kind)(req)
+        except SimulatedCrash:
+            self.broken = True
+            raise
+        except BaseException:
+            # The host will not finish this operation; what is durable stays.
+            self._cancel_quietly(op)
+            raise
+
+    def submit(self, proposal: str, targets) -> Outcome:
+        return self.drive(self.submit_step(proposal), targets)
+
+    async def asubmit(self, proposal: str, targets) -> Outcome:
+        return await self.adrive(self.submit_step(proposal), targets)
+
+    def _claim_live(self, o: Outcome) -> bool:
+        return o.status == "DISPATCHED" and o.reason == "claim_live"
+
+    def recover(self, effect_id: str, targets) -> Outcome:
+        """Recovers one effect by the gate's recovery table. While another worker's claim is
+        live the gate says so (``claim_live``, ``retry_after_ms``); this waits exactly that
+        long and asks again, at most :attr:`max_claim_polls` times."""
+        polls = 0
+        while True:
+            o = self.drive(self.recover_step(effect_id), targets, recovering=True)
+            if not self._claim_live(o) or polls >= self.max_claim_polls:
+                return o
+            polls += 1
+            self.clock.sleep(self.poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1)
+
+    async def arecover(self, effect_id: str, targets) -> Outcome:
+        polls = 0
+        while True:
+            o = await self.adrive(self.recover_step(effect_id), targets, recovering=True)
+            if not self._claim_live(o) or polls >= self.max_claim_polls:
+                return o
+            polls += 1
+            await self.clock.asleep(
+                self.poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1
+            )
+
+    def recover_all(self, targets) -> List[Tuple[str, Any]]:
+        """Recovers every open effect: ``[(effect_id, Outcome or exception)]``. One effect's
+        gate error does not stop the others; a trap or a crash stops everything."""
+        results: List[Tuple[str, Any]] = []
+        for effect_id in self.open_effects():
+            try:
+                results.append((effect_id, self.recover(effect_id, targets)))
+            except (GateTrap, SimulatedCrash):
+                raise
+            except Exception as e:  # noqa: BLE001 - reported per effect
+                if self.broken:
+                    raise
+                results.append((effect_id, e))
+        return results
+
+    async def arecover_all(self, targets) -> List[Tuple[str, Any]]:
+        results: List[Tuple[str, Any]] = []
+        for effect_id in self.open_effects():
+            try:
+                results.append((effect_id, await self.arecover(effect_id, targets)))
+            except (GateTrap, SimulatedCrash):
+                raise
+            except Exception as e:  # noqa: BLE001
+                if self.broken:
+                    raise
+                results.append((effect_id, e))
+        return results

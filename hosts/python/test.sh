@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The Python host's tests, from a fresh machine with Python 3.9+ and the components built
+# (bash scripts/build-wasm.sh): a venv, the wheel built from this folder (it carries
+# dist/*.wasm), installed; then pytest against the installed package; then the wheel in a
+# second, fresh venv with no cargo on PATH, running a submit.
+# Environment: INTERLOCK_PY_VENV (default hosts/python/.venv), PYTHON (default python3),
+# INTERLOCK_CLI (the CLI binary for the cross-host tests; default the cargo build output).
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+VENV=${INTERLOCK_PY_VENV:-$HERE/.venv}
+PY=${PYTHON:-python3}
+
+for c in interlock_gate.wasm payments_sim.wasm; do
+  if [ ! -f "$ROOT/dist/$c" ]; then
+    echo "test.sh: $ROOT/dist/$c is missing; run bash scripts/build-wasm.sh first" >&2
+    exit 2
+  fi
+done
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7'
+
+WHEELS=$(mktemp -d)
+SMOKE=$(mktemp -d)
+trap 'rm -rf "$WHEELS" "$SMOKE"' EXIT
+echo "== building the wheel"
+"${PIP[@]}" wheel --no-deps -w "$WHEELS" "$HERE"
+WHEEL=$(ls "$WHEELS"/interlock-*.whl)
+"$VENV/bin/python" - "$WHEEL" <<'PY'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+for c in ("interlock/wasm/interlock_gate.wasm", "interlock/wasm/payments_sim.wasm"):
+    assert c in names, f"the wheel lacks {c}"
+PY
+"${PIP[@]}" install --force-reinstall --no-deps "$WHEEL"
+
+echo "== pytest (against the installed wheel)"
+set +e
+(cd "$HERE" && INTERLOCK_EXPECT_INSTALLED=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests)
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then echo "pytest collected no tests: a failure" >&2; exit 1; fi
+[ "$rc" -eq 0 ] || exit "$rc"
+
+echo "== the wheel in a fresh venv, no cargo on PATH"
+"$PY" -m venv "$SMOKE/venv"
+"$SMOKE/venv/bin/python" -m pip --disable-pip-version-check -q install "$WHEEL"
+(cd "$SMOKE" && env -i HOME="$HOME" PATH="$SMOKE/venv/bin:/usr/bin:/bin" "$SMOKE/venv/bin/python" - <<'PY'
+import shutil, sys
+assert shutil.which("cargo") is None, "cargo is on PATH"
+import interlock
+from interlock import Interlock, COMMITTED
+from interlock.sim import Payments
+assert "site-packages" in interlock.__file__, interlock.__file__
+payments = Payments.create("payments.json", "2")
+payments.add_order("order_881", 10_000)
+gate = Interlock(".interlock")
+@gate.effect(key=lambda order, amount: f"refund:{order}",
+             premises=lambda order, amount, idempotency_key: payments.premises(order, idempotency_key),
+             lookup=lambda order, amount, idempotency_key: payments.find_by_reference(idempotency_key))
+def refund(order, amount, idempotency_key):
+    return payments.refund(order, amount, reference=idempotency_key)
+out = refund("order_881", 2000)
+assert out.status == COMMITTED and payments.refund_count() == 1, out
+print("wheel ok:", out, "from", interlock.__file__)
+PY
+)

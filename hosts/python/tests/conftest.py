@@ -1,0 +1,45 @@
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[2]
+VECTORS = REPO / "tests" / "conformance"
+
+sys.path.insert(0, str(HERE))  # conformance_runner
+
+
+def find_cli():
+    """The CLI binary: $INTERLOCK_CLI, else the cargo build output (debug, then release)."""
+    env = os.environ.get("INTERLOCK_CLI")
+    if env:
+        return Path(env)
+    target = Path(os.environ.get("CARGO_TARGET_DIR") or REPO / "target")
+    for profile in ("debug", "release"):
+        p = target / profile / "interlock"
+        if p.is_file():
+            return p
+    found = shutil.which("interlock")
+    return Path(found) if found else None
+
+
+@pytest.fixture
+def cli():
+    path = find_cli()
+    if path is None or not path.is_file():
+        if os.environ.get("INTERLOCK_REQUIRE_CLI"):
+            pytest.fail("INTERLOCK_REQUIRE_CLI is set but the CLI was not found "
+                        "(cargo build -p interlock-cli, or set INTERLOCK_CLI)")
+        pytest.skip("the CLI binary was not found (cargo build -p interlock-cli, or set INTERLOCK_CLI)")
+    return path
+
+
+def pytest_sessionstart(session):
+    # test.sh runs the tests against the installed wheel, never the source tree.
+    if os.environ.get("INTERLOCK_EXPECT_INSTALLED"):
+        import interlock
+
+        assert "site-packages" in interlock.__file__, f"testing {interlock.__file__}, not the wheel"

@@ -1,0 +1,143 @@
+"""The decorator API: the seed's snippet unchanged, typed errors, traps kept apart."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import interlock
+from interlock import (
+    COMMITTED, REFUSED, FakeClock, GateError, GateTrap, Interlock, InvalidField, InvalidJson,
+    TooLarge, UnknownEffect, UnknownTarget,
+)
+from interlock.sim import Payments
+
+# The seed's snippet (../shared/seeds/000_*), unchanged but for the import of the
+# simulated service, plus two lines that use it.
+SEED = textwrap.dedent('''
+    from interlock.sim import stripe, charge_for, is_eligible, refunded_total, can_refund, refund_exists
+    from interlock import Interlock
+    gate = Interlock(".interlock")
+    @gate.effect(
+    key=lambda order, amount: f"refund:{order}",
+    premises=lambda order, amount, idempotency_key: {
+    "eligible": is_eligible(order),
+    "refunded_by_others": refunded_total(order, excluding=idempotency_key)},
+    allowed=lambda order, amount: can_refund(order),
+    lookup=lambda order, amount, idempotency_key: refund_exists(idempotency_key),
+    dedupes=True)
+    def refund_money(order, amount, idempotency_key):
+        return stripe.Refund.create(charge=charge_for(order), amount=amount,
+                                    idempotency_key=idempotency_key)
+    gate.recover() # once, on startup
+    outcome = refund_money("order_881", 2000)
+    print(outcome.status, outcome.receipt().final, outcome.result["amount_cents"])
+''')
+
+
+def test_the_seed_snippet_runs_as_written(tmp_path):
+    (tmp_path / "seed.py").write_text(SEED)
+    for _ in range(2):  # the second run is a restart: the first outcome comes back
+        run = subprocess.run([sys.executable, "seed.py"], cwd=tmp_path, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        assert run.stdout.split() == ["COMMITTED", "COMMITTED", "2000"], run.stdout
+    state = json.loads((tmp_path / ".interlock" / "payments.json").read_text())
+    assert len(state["refunds"]) == 1
+
+
+@pytest.fixture
+def world(tmp_path):
+    payments = Payments.create(tmp_path / "payments.json", "2")
+    payments.add_order("order_881", 10_000)
+    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(1_800_000_000_000))
+
+    @gate.effect(key=lambda order, amount: f"refund:{order}",
+                 premises=lambda order, amount, idempotency_key: payments.premises(order, idempotency_key),
+                 lookup=lambda order, amount, idempotency_key: payments.find_by_reference(idempotency_key))
+    def refund(order, amount, idempotency_key):
+        return payments.refund(order, amount, reference=idempotency_key)
+
+    yield gate, refund, payments
+    gate.close()
+
+
+def test_statuses_reasons_and_receipts(world):
+    gate, refund, payments = world
+    first = refund("order_881", 2000)
+    assert first.status == interlock.COMMITTED == interlock.Status.COMMITTED
+    assert refund("order_881", 3000).reason == "conflicting_payload"  # F5
+    r = gate.receipt(first.effect_id, key=b"secret")
+    assert (r.final, r.executed, r.attempts) == (COMMITTED, "yes", 1)
+    assert gate.check_receipt(r, b"secret").ok
+    assert payments.refund_count() == 1
+
+
+def test_revoking_the_standing_lease_refuses(world):
+    gate, refund, payments = world
+    p = refund.proposal("order_881", 2000)  # grants the standing lease once
+    gate.revoke_lease(p["authority"]["lease"])
+    out = refund.gate.submit(p)
+    assert (out.status, out.reason) == (REFUSED, "lease_revoked")
+    assert payments.refund_count() == 0
+
+
+def test_premise_changed_says_which(world):
+    gate, refund, payments = world
+    p = refund.proposal("order_881", 2000)
+    payments.refund_by_hand("order_881", 2000)
+    out = refund.gate.submit(p)
+    assert (out.status, out.reason) == (REFUSED, "premise_changed")
+    assert [c.name for c in out.changed] == ["refunded_by_others_cents"]
+    assert (out.changed[0].was, out.changed[0].now) == (0, 2000)
+
+
+def test_bad_input_is_a_typed_gate_error(world):
+    gate, refund, _ = world
+    with pytest.raises(InvalidJson):
+        gate.submit("{not json")
+    with pytest.raises(InvalidField) as e:
+        gate.submit({"agent": 7})
+    assert e.value.field == "/agent" and e.value.case == "invalid-field"
+    with pytest.raises(TooLarge):
+        gate.submit("[" + "1," * 40_000 + "1]")
+    with pytest.raises(UnknownEffect):
+        gate.receipt("0" * 32)
+    with pytest.raises(GateError):  # every case is a GateError, never a trap
+        gate.submit({"agent": "a"})
+
+
+def test_an_undecorated_effect_stays_open_on_recover(world, tmp_path):
+    gate, refund, payments = world
+    from interlock import SimulatedCrash
+
+    with pytest.raises(SimulatedCrash):
+        refund.gate.submit(refund.proposal("order_881", 2000), crash_before_effect=True)
+    fresh = Interlock(tmp_path / ".interlock", clock=FakeClock(1_800_000_000_000 + 60_000))
+    report = fresh.recover()  # `refund` is not decorated on `fresh`
+    assert list(report) == [] and isinstance(next(iter(report.errors.values())), UnknownTarget)
+    assert len(fresh.open_effects()) == 1  # nothing was changed
+    fresh.close()
+
+
+def test_a_trap_is_not_a_gate_error():
+    p = Payments()  # never created: the component traps on purpose (a broken host)
+    with pytest.raises(GateTrap) as e:
+        p.tier()
+    assert not isinstance(e.value, GateError)
+
+
+def test_a_broken_gate_instance_is_replaced(world):
+    gate, refund, _ = world
+    host = gate.host()
+    host.journal.journal, saved = None, host.journal.journal
+
+    def broken_read(*_):
+        raise RuntimeError("a host bug")
+
+    host._read = broken_read  # noqa: SLF001 - the linker holds the bound method already
+    host.journal.journal = saved
+    gate._host.broken = True  # noqa: SLF001 - as after any trap
+    assert gate.host() is not host  # a fresh instance, on the same journal
+    assert refund("order_881", 2000).status == COMMITTED

@@ -1,0 +1,72 @@
+"""The file journal: the CLI's format, compare-and-append, fsync, the lock, torn tails."""
+
+import json
+
+import pytest
+
+from interlock.journal import Conflict, Corrupt, FileJournal, InvalidEntry, Locked, TornTail
+
+
+def entry(stream, seq, is_open=True, **extra):
+    return json.dumps({"stream": stream, "seq": seq, "open": is_open, **extra}, separators=(",", ":"))
+
+
+def test_append_read_and_reopen(tmp_path):
+    j = FileJournal.open(tmp_path)
+    j.append("effect:a", 0, [entry("effect:a", 0), entry("effect:a", 1)], True, True)
+    j.append("lease:x", 0, [entry("lease:x", 0, False)], False, False)
+    j.append("effect:a", 2, [entry("effect:a", 2, False)], False, False)
+    assert j.fsyncs == 1
+    j.sync()
+    assert j.fsyncs == 2  # the non-durable appends made durable by one fdatasync
+    assert j.read("effect:a", 1) == [entry("effect:a", 1), entry("effect:a", 2, False)]
+    assert j.streams() == ["effect:a", "lease:x"] and j.open_streams() == []
+    raw = (tmp_path / "journal.jsonl").read_bytes()
+    assert raw == ("\n".join([entry("effect:a", 0), entry("effect:a", 1), entry("lease:x", 0, False),
+                              entry("effect:a", 2, False)]) + "\n").encode()
+    j.close()
+    j = FileJournal.open(tmp_path)
+    assert j.length("effect:a") == 3 and j.read("lease:x", 0) == [entry("lease:x", 0, False)]
+
+
+def test_compare_and_append(tmp_path):
+    j = FileJournal.open(tmp_path)
+    j.append("s", 0, [entry("s", 0)], False, True)
+    with pytest.raises(Conflict) as e:
+        j.append("s", 0, [entry("s", 0)], False, True)
+    assert e.value.actual == 1
+    with pytest.raises(InvalidEntry):
+        j.append("s", 1, [entry("s", 2)], False, True)  # seq must be its position
+    assert j.length("s") == 1
+
+
+def test_one_writer_per_directory(tmp_path):
+    j = FileJournal.open(tmp_path)
+    with pytest.raises(Locked):
+        FileJournal.open(tmp_path)
+    j.close()
+    FileJournal.open(tmp_path).close()
+
+
+def test_torn_tail_is_refused_then_repaired(tmp_path):
+    j = FileJournal.open(tmp_path)
+    j.append("s", 0, [entry("s", 0), entry("s", 1)], True, True)
+    j.close()
+    path = tmp_path / "journal.jsonl"
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-5])
+    with pytest.raises(TornTail) as e:
+        FileJournal.open(tmp_path)
+    first_line = len(entry("s", 0)) + 1
+    assert (e.value.offset, e.value.bytes) == (first_line, len(whole) - 5 - first_line)
+    report = FileJournal.repair(tmp_path)
+    assert report.torn_offset == first_line
+    assert (tmp_path / f"journal.torn-{first_line}").read_bytes() == whole[first_line:-5]
+    assert FileJournal.open(tmp_path).length("s") == 1
+
+
+def test_a_corrupt_line_is_reported_with_its_number(tmp_path):
+    (tmp_path / "journal.jsonl").write_text(entry("s", 0) + "\n" + "not json\n")
+    with pytest.raises(Corrupt) as e:
+        FileJournal.open(tmp_path)
+    assert e.value.line == 2
