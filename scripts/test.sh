@@ -16,6 +16,7 @@ step "component"; bash scripts/build-wasm.sh
 export INTERLOCK_WASM="$PWD/dist/interlock_gate.wasm"
 step "tests";   cargo test --workspace
 step "node host"; bash hosts/node/test.sh
+step "viewer";  bash viewer/test.sh
 step "python host"
 cargo build -q -p interlock-cli
 INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash hosts/python/test.sh
