@@ -1,5 +1,5 @@
 // Plays one conformance vector through the conformance runner itself
-// (hosts/node/test/conformance/runner.js, unchanged), and lets a person watch it.
+// (hosts/node/src/conformance.js, unchanged), and lets a person watch it.
 //
 // Nothing here decides anything and nothing is re-implemented: the runner interprets the
 // vector's world script, the gate component decides, the payments component (the Rust tier
@@ -14,7 +14,7 @@
 // and a new worker awaits the component's instantiation. At those points the page shows
 // what happened so far, at a readable pace, while the runner waits. So the intent line is
 // on screen before the refund goes out, exactly as it is durable before the send.
-import { runVector } from '../../hosts/node/test/conformance/runner.js';
+import { runVector } from '../../hosts/node/src/conformance.js';
 import { Gate, toOutcome } from '../../hosts/node/src/gate.js';
 import { MemoryJournal } from '../../hosts/node/src/journal/memory.js';
 import { FakeClock } from '../../hosts/node/src/clock.js';

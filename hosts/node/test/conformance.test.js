@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { truncateSync, statSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { runVector } from './conformance/runner.js';
+import { runVector } from '../src/conformance.js';
 import { FileJournal, JOURNAL_FILE } from '../src/journal/file.js';
 import { gateComponent, paymentsComponent } from '../src/load-node.js';
 import { loadVectors, loadPins, sha256, tempDir } from './helpers.js';

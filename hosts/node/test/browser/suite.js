@@ -1,6 +1,6 @@
 // What the Chromium test runs inside the page: the conformance vectors on the in-memory and
 // on the IndexedDB journal, and the durable journal's own checks. Results go back to Node.
-import { runVector } from '../conformance/runner.js';
+import { runVector } from '../../src/conformance.js';
 import { gateComponent, paymentsComponent, Interlock, Payments, IndexedDbJournal, MemoryJournal, JournalLockedError, Rejected } from '../../src/browser.js';
 
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, '0')).join('');

@@ -5,10 +5,10 @@
 //
 // The runner interprets the world's script (who crashes when, what changes during the
 // outage); every decision about the effect is the component's.
-import { Gate } from '../../src/gate.js';
-import { GateError, JournalError } from '../../src/errors.js';
-import { FakeClock } from '../../src/clock.js';
-import { PaymentsService, paymentsTarget } from '../../src/payments.js';
+import { Gate } from './gate.js';
+import { GateError, JournalError } from './errors.js';
+import { FakeClock } from './clock.js';
+import { PaymentsService, paymentsTarget } from './payments.js';
 
 /** Every vector starts at this fake time (2027-01-15T08:00:00Z). */
 export const T0_MS = 1_800_000_000_000;
