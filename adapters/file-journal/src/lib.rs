@@ -7,6 +7,9 @@
 //!   byte-identical across hosts.
 //! * `journal.lock`: the lock file. One [`FileJournal`] holds an exclusive lock on it for
 //!   its whole life, so there is a single writer per directory.
+//! * `journal.index` (optional): a checkpoint of the index at some length of the journal,
+//!   so opening costs the open streams and the tail, not the whole history. Other readers
+//!   ignore it; this one uses it only when it matches the journal (see [`INDEX_FILE`]).
 //!
 //! Every entry is a JSON object whose `stream`, `seq` and `open` members equal the arguments
 //! of the append that wrote it; [`FileJournal::open`] rebuilds the index (byte offset and
@@ -14,20 +17,36 @@
 //! positional reads, never held in memory.
 //!
 //! Durability: all streams share one file, so a single `fdatasync` makes every earlier
-//! append durable (ordered group commit). A partial final line (a torn write) is never
+//! append durable (ordered group commit). [`SharedFileJournal`] lets many threads append
+//! and share each `fdatasync` (leader/follower on the synced offset). A partial final line (a torn write) is never
 //! trusted nor silently dropped: `open` fails with [`Error::TornTail`] and an operator runs
 //! [`FileJournal::repair`], which saves the torn bytes to a side file before truncating.
 
 #![cfg(unix)]
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
+
+mod checkpoint;
+mod commit;
+mod shared;
+
+pub use checkpoint::INDEX_FILE;
+pub use shared::SharedFileJournal;
+
+use checkpoint::{Base, MemStream};
+use commit::GroupCommit;
+
+/// [`FileJournal::open`] writes a new checkpoint when it had to scan at least this many
+/// bytes past the last one (or the whole file, without one): the scan is paid once.
+pub const CHECKPOINT_AFTER_BYTES: u64 = 64 << 20;
 
 /// Name of the journal file inside the journal directory.
 pub const JOURNAL_FILE: &str = "journal.jsonl";
@@ -127,30 +146,106 @@ struct StreamIndex {
     order: usize,
 }
 
+/// Where every entry is. Without a checkpoint every stream is resident; with one, only the
+/// open streams and those touched since are, and the others are found in the checkpoint.
 #[derive(Debug, Default)]
 struct Index {
+    /// Resident streams.
     streams: HashMap<String, StreamIndex>,
-    /// Stream names in first-append order.
+    /// Streams created after the checkpoint, in first-append order; their `order` is the
+    /// checkpoint's stream count plus their position here.
     order: Vec<String>,
-    /// `order` of every open stream.
-    open: BTreeSet<usize>,
+    /// Every open stream, by `order`.
+    open: BTreeMap<usize, String>,
     /// Total number of entries.
     entries: u64,
+    base: Option<Base>,
 }
 
 impl Index {
-    fn length(&self, stream: &str) -> u64 {
-        self.streams
-            .get(stream)
-            .map_or(0, |s| s.offsets.len() as u64)
+    /// An index of the checkpoint `base`: its open streams made resident.
+    fn from_base(base: Base) -> io::Result<Index> {
+        let mut index = Index {
+            entries: base.n_entries(),
+            ..Index::default()
+        };
+        for (name, r) in base.open_streams()? {
+            let order = r.order as usize;
+            let offsets = base.offsets(&r)?;
+            index.open.insert(order, name.clone());
+            index.streams.insert(
+                name,
+                StreamIndex {
+                    offsets,
+                    open: true,
+                    order,
+                },
+            );
+        }
+        index.base = Some(base);
+        Ok(index)
     }
 
-    /// Records one entry at the end of `stream`.
+    fn base_streams(&self) -> usize {
+        self.base.as_ref().map_or(0, |b| b.n_streams() as usize)
+    }
+
+    fn length(&self, stream: &str) -> io::Result<u64> {
+        if let Some(s) = self.streams.get(stream) {
+            return Ok(s.offsets.len() as u64);
+        }
+        match &self.base {
+            Some(b) => Ok(b.find(stream)?.map_or(0, |r| r.count)),
+            None => Ok(0),
+        }
+    }
+
+    /// The entries' (offset, length) of `stream` from `start`.
+    fn offsets(&self, stream: &str, start: usize) -> io::Result<Vec<(u64, u32)>> {
+        if let Some(s) = self.streams.get(stream) {
+            return Ok(s.offsets.get(start..).unwrap_or_default().to_vec());
+        }
+        let Some(b) = &self.base else {
+            return Ok(Vec::new());
+        };
+        let Some(r) = b.find(stream)? else {
+            return Ok(Vec::new());
+        };
+        if start as u64 >= r.count {
+            return Ok(Vec::new());
+        }
+        let mut all = b.offsets(&r)?;
+        Ok(all.split_off(start))
+    }
+
+    /// Makes a stream of the checkpoint resident before it changes; returns its length.
+    fn materialize(&mut self, stream: &str) -> io::Result<u64> {
+        if let Some(s) = self.streams.get(stream) {
+            return Ok(s.offsets.len() as u64);
+        }
+        if let Some(b) = &self.base {
+            if let Some(r) = b.find(stream)? {
+                let offsets = b.offsets(&r)?;
+                self.streams.insert(
+                    stream.to_owned(),
+                    StreamIndex {
+                        offsets,
+                        open: r.open,
+                        order: r.order as usize,
+                    },
+                );
+                return Ok(r.count);
+            }
+        }
+        Ok(0)
+    }
+
+    /// Records one entry at the end of `stream` (made resident first by `materialize`).
     fn push(&mut self, stream: &str, offset: u64, len: u32, open: bool) {
         let s = match self.streams.get_mut(stream) {
             Some(s) => s,
             None => {
-                let order = self.order.len();
+                let order = self.base_streams() + self.order.len();
                 self.order.push(stream.to_owned());
                 self.streams
                     .entry(stream.to_owned())
@@ -164,11 +259,24 @@ impl Index {
         s.offsets.push((offset, len));
         s.open = open;
         if open {
-            self.open.insert(s.order);
+            self.open.insert(s.order, stream.to_owned());
         } else {
             self.open.remove(&s.order);
         }
         self.entries += 1;
+    }
+
+    fn streams(&self) -> io::Result<Vec<String>> {
+        let mut out = match &self.base {
+            Some(b) => {
+                let mut all = b.all()?;
+                all.sort_unstable_by_key(|(_, r)| r.order);
+                all.into_iter().map(|(name, _)| name).collect()
+            }
+            None => Vec::new(),
+        };
+        out.extend(self.order.iter().cloned());
+        Ok(out)
     }
 }
 
@@ -181,10 +289,13 @@ pub struct FileJournal {
     _lock: File,
     /// Length of `journal.jsonl` (every byte of it is a complete, indexed entry).
     len: u64,
+    /// Offset and length of the last entry (for a checkpoint's check), if any.
+    last: Option<(u64, u32)>,
     index: Index,
-    /// Whether some append has been written but not yet synced.
-    pending: bool,
-    fsyncs: u64,
+    /// Bytes `open` read and parsed (the tail after the checkpoint, or the whole file).
+    scanned: u64,
+    /// The sync side, shared with [`SharedFileJournal`]'s waiters.
+    commit: Arc<GroupCommit>,
     /// Set when a failed write could not be rolled back or a sync failed: the file's state is
     /// unknown, so appends and syncs are refused until the journal is reopened.
     poisoned: Option<String>,
@@ -195,11 +306,18 @@ impl fmt::Debug for FileJournal {
         f.debug_struct("FileJournal")
             .field("dir", &self.dir)
             .field("bytes", &self.len)
-            .field("streams", &self.index.order.len())
+            .field(
+                "streams",
+                &(self.index.base_streams() + self.index.order.len()),
+            )
             .field("open_streams", &self.index.open.len())
             .field("entries", &self.index.entries)
-            .field("pending", &self.pending)
-            .field("fsyncs", &self.fsyncs)
+            .field(
+                "checkpoint",
+                &self.index.base.as_ref().map(Base::covered_len),
+            )
+            .field("pending", &self.commit.pending())
+            .field("fsyncs", &self.commit.fsyncs())
             .field("poisoned", &self.poisoned)
             .finish()
     }
@@ -229,7 +347,10 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
 
 impl FileJournal {
     /// Opens the journal in `dir` (created if missing), takes its lock for the life of the
-    /// handle and rebuilds the index from `journal.jsonl`.
+    /// handle and rebuilds the index from `journal.jsonl`: from its checkpoint
+    /// (`journal.index`) and the tail after it when the checkpoint matches the file, else
+    /// from the whole file. After scanning [`CHECKPOINT_AFTER_BYTES`] or more it writes a
+    /// new checkpoint (best effort: a failure only costs the next open a longer scan).
     ///
     /// Fails with [`Error::Locked`] if another handle holds the directory,
     /// [`Error::TornTail`] if the file ends with a partial line (see [`FileJournal::repair`])
@@ -254,17 +375,83 @@ impl FileJournal {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => options.open(&path)?,
             Err(e) => return Err(e.into()),
         };
-        let (index, len) = scan(&file)?;
-        Ok(FileJournal {
+        let file_len = file.metadata()?.len();
+        // A checkpoint that is missing, unreadable or does not match is ignored: the file
+        // is the truth, the checkpoint only a shortcut.
+        let from_base = match Base::load(dir, &file, file_len) {
+            Ok(Some(base)) => {
+                let (covered, last_off, last_len) = base.last_entry();
+                Index::from_base(base)
+                    .ok()
+                    .map(|index| (index, covered, Some((last_off, last_len))))
+            }
+            _ => None,
+        };
+        let (index, start, last) = from_base.unwrap_or((Index::default(), 0, None));
+        let (index, len, last) = scan(&file, index, start, last)?;
+        let commit = Arc::new(GroupCommit::new(file.try_clone()?, len));
+        let mut journal = FileJournal {
             dir: dir.to_owned(),
             file,
             _lock: lock,
             len,
+            last,
             index,
-            pending: false,
-            fsyncs: 0,
+            scanned: len - start,
+            commit,
             poisoned: None,
-        })
+        };
+        if journal.scanned >= CHECKPOINT_AFTER_BYTES {
+            let _ = journal.checkpoint();
+        }
+        Ok(journal)
+    }
+
+    /// Writes a checkpoint of the index (`journal.index`) covering the whole journal, after
+    /// syncing it, and continues from that checkpoint: only open streams stay resident.
+    /// Costs a pass over the previous checkpoint and the resident streams.
+    pub fn checkpoint(&mut self) -> Result<(), Error> {
+        self.sync()?;
+        let Some((last_off, last_len)) = self.last else {
+            return Ok(());
+        };
+        let mut last = vec![0u8; last_len as usize];
+        self.file.read_exact_at(&mut last, last_off)?;
+        let mem: Vec<MemStream<'_>> = self
+            .index
+            .streams
+            .iter()
+            .map(|(name, s)| MemStream {
+                name,
+                offsets: &s.offsets,
+                open: s.open,
+                order: s.order as u64,
+            })
+            .collect();
+        checkpoint::write(
+            &self.dir,
+            self.len,
+            last_off,
+            &last,
+            self.index.base.as_ref(),
+            &mem,
+        )?;
+        let base = Base::load(&self.dir, &self.file, self.len)?.ok_or_else(|| {
+            io::Error::other(format!("{INDEX_FILE} vanished right after it was written"))
+        })?;
+        self.index = Index::from_base(base)?;
+        Ok(())
+    }
+
+    /// Bytes of `journal.jsonl` that [`FileJournal::open`] read and parsed: the tail after
+    /// the checkpoint, or the whole file without one.
+    pub fn scanned_bytes(&self) -> u64 {
+        self.scanned
+    }
+
+    /// The journal length the checkpoint in use covers (`None`: no checkpoint in use).
+    pub fn checkpoint_covers(&self) -> Option<u64> {
+        self.index.base.as_ref().map(Base::covered_len)
     }
 
     /// Appends `entries` to `stream` if, and only if, it holds exactly `expected_len`
@@ -287,7 +474,7 @@ impl FileJournal {
         open: bool,
     ) -> Result<(), Error> {
         self.check_poisoned()?;
-        let actual = self.index.length(stream);
+        let actual = self.index.materialize(stream)?;
         if actual != expected_len {
             return Err(Error::Conflict { actual });
         }
@@ -310,41 +497,40 @@ impl FileJournal {
             self.roll_back(start);
             return Err(e.into());
         }
+        let end = start + batch.len() as u64;
+        self.commit.wrote(end);
         if durable {
-            self.fsyncs += 1;
-            if let Err(e) = self.file.sync_data() {
-                // After a failed fdatasync the kernel may have dropped dirty pages: nothing
-                // written since the last good sync can be trusted any more.
-                self.roll_back(start);
-                self.poison(format!("fdatasync failed: {e}"));
-                return Err(e.into());
+            if let Err(why) = self.commit.sync_to(end) {
+                self.failed_sync(why.clone());
+                return Err(Error::Io(io::Error::other(why)));
             }
-            self.pending = false;
-        } else {
-            self.pending = true;
         }
 
         let mut offset = start;
         for entry in entries {
             self.index.push(stream, offset, entry.len() as u32, open);
+            self.last = Some((offset, entry.len() as u32));
             offset += entry.len() as u64 + 1;
         }
         self.len = offset;
         Ok(())
     }
 
+    /// After a failed `fdatasync` the kernel may have dropped dirty pages: nothing written
+    /// since the last good sync can be trusted, so it is cut off and the handle refuses
+    /// writes until the journal is reopened.
+    fn failed_sync(&mut self, why: String) {
+        self.roll_back(self.commit.synced());
+        self.poison(why);
+    }
+
     /// The entries (without their `\n`) of `stream` from position `start` to its end.
     /// An unknown stream, or `start` past the end, reads as empty.
     pub fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, Error> {
-        let Some(s) = self.index.streams.get(stream) else {
-            return Ok(Vec::new());
-        };
         let start = usize::try_from(start).unwrap_or(usize::MAX);
-        let Some(wanted) = s.offsets.get(start..) else {
-            return Ok(Vec::new());
-        };
+        let wanted = self.index.offsets(stream, start)?;
         let mut out = Vec::with_capacity(wanted.len());
-        for &(offset, len) in wanted {
+        for (offset, len) in wanted {
             let mut buf = vec![0; len as usize];
             self.file.read_exact_at(&mut buf, offset)?;
             let text = String::from_utf8(buf).map_err(|e| {
@@ -361,43 +547,54 @@ impl FileJournal {
     }
 
     /// The number of entries in `stream` (0 when unknown).
+    ///
+    /// Panics only if the checkpoint, valid at open, can no longer be read; see
+    /// [`FileJournal::try_length`].
     pub fn length(&self, stream: &str) -> u64 {
-        self.index.length(stream)
+        self.try_length(stream)
+            .unwrap_or_else(|e| panic!("journal index unreadable: {e}"))
+    }
+
+    /// The number of entries in `stream` (0 when unknown), or why the checkpoint could
+    /// not be read.
+    pub fn try_length(&self, stream: &str) -> Result<u64, Error> {
+        Ok(self.index.length(stream)?)
     }
 
     /// The streams whose last append said `open`, in first-append order.
     pub fn open_streams(&self) -> Vec<String> {
-        self.index
-            .open
-            .iter()
-            .map(|&order| self.index.order[order].clone())
-            .collect()
+        self.index.open.values().cloned().collect()
     }
 
-    /// Every stream, in first-append order.
+    /// Every stream, in first-append order. With a checkpoint this reads its whole table.
+    ///
+    /// Panics only if the checkpoint can no longer be read; see
+    /// [`FileJournal::try_streams`].
     pub fn streams(&self) -> Vec<String> {
-        self.index.order.clone()
+        self.try_streams()
+            .unwrap_or_else(|e| panic!("journal index unreadable: {e}"))
+    }
+
+    /// Every stream, in first-append order, or why the checkpoint could not be read.
+    pub fn try_streams(&self) -> Result<Vec<String>, Error> {
+        Ok(self.index.streams()?)
     }
 
     /// Makes every append so far durable: one `fdatasync` if a non-durable append is
     /// pending, else nothing.
     pub fn sync(&mut self) -> Result<(), Error> {
         self.check_poisoned()?;
-        if !self.pending {
-            return Ok(());
+        if let Err(why) = self.commit.sync_to(self.len) {
+            self.poison(why.clone());
+            return Err(Error::Io(io::Error::other(why)));
         }
-        self.fsyncs += 1;
-        if let Err(e) = self.file.sync_data() {
-            self.poison(format!("fdatasync failed: {e}"));
-            return Err(e.into());
-        }
-        self.pending = false;
         Ok(())
     }
 
-    /// How many `fdatasync` calls this handle made (directory syncs are not counted).
+    /// How many `fdatasync` calls were made on this journal (by this handle and, through
+    /// [`SharedFileJournal`], its threads; directory syncs are not counted).
     pub fn fsyncs(&self) -> u64 {
-        self.fsyncs
+        self.commit.fsyncs()
     }
 
     /// The journal directory.
@@ -456,7 +653,7 @@ impl FileJournal {
     }
 
     fn check_poisoned(&self) -> Result<(), Error> {
-        match &self.poisoned {
+        match self.poisoned.clone().or_else(|| self.commit.failed()) {
             None => Ok(()),
             Some(why) => Err(Error::Io(io::Error::other(format!(
                 "journal {} refuses writes after an earlier failure ({why}); reopen it",
@@ -510,14 +707,24 @@ fn validate(entry: &str, stream: &str, seq: u64, open: bool) -> Result<(), Strin
     Ok(())
 }
 
-/// Reads `journal.jsonl` from the start and rebuilds the index; returns it with the file's
-/// length.
-fn scan(file: &File) -> Result<(Index, u64), Error> {
-    let mut reader = BufReader::with_capacity(1 << 16, file);
-    let mut index = Index::default();
+/// Offset and length (without `\n`) of one entry in `journal.jsonl`.
+type Place = (u64, u32);
+
+/// Reads `journal.jsonl` from `start` (0, or the end of the checkpoint `index` holds) and
+/// adds every entry to `index`; returns it with the file's length and its last entry.
+fn scan(
+    file: &File,
+    mut index: Index,
+    start: u64,
+    mut last: Option<Place>,
+) -> Result<(Index, u64, Option<Place>), Error> {
+    let mut reader = file;
+    reader.seek(SeekFrom::Start(start))?;
+    let mut reader = BufReader::with_capacity(1 << 16, reader);
     let mut buf = Vec::new();
-    let mut offset = 0u64;
-    let mut line = 0u64;
+    let mut offset = start;
+    // Every line is one entry, so the checkpoint's entry count is its line count.
+    let mut line = index.entries;
     loop {
         buf.clear();
         let n = reader.read_until(b'\n', &mut buf)?;
@@ -537,7 +744,7 @@ fn scan(file: &File) -> Result<(Index, u64), Error> {
             detail: format!("{} bytes long, more than 4 GiB", body.len()),
         })?;
         let head = parse_head(body).map_err(|detail| Error::Corrupt { line, detail })?;
-        let position = index.length(&head.stream);
+        let position = index.materialize(&head.stream)?;
         if head.seq != position {
             return Err(Error::Corrupt {
                 line,
@@ -548,9 +755,10 @@ fn scan(file: &File) -> Result<(Index, u64), Error> {
             });
         }
         index.push(&head.stream, offset, len, head.open);
+        last = Some((offset, len));
         offset += n as u64;
     }
-    Ok((index, offset))
+    Ok((index, offset, last))
 }
 
 /// Length of the longest prefix of the file that ends with `\n` (0 if none).

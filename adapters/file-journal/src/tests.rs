@@ -489,3 +489,184 @@ fn debug_and_error_messages_are_informative() {
         "{invalid}"
     );
 }
+
+/// Every stream's name, length and entries, the open streams and the stream order.
+type Snapshot = (Vec<String>, Vec<String>, Vec<(u64, Vec<String>)>);
+
+fn snapshot(j: &FileJournal) -> Snapshot {
+    let streams = j.streams();
+    let contents = streams
+        .iter()
+        .map(|s| (j.length(s), j.read(s, 0).unwrap()))
+        .collect();
+    (streams, j.open_streams(), contents)
+}
+
+/// 40 streams, every third left open, some with several appends.
+fn fill(j: &mut FileJournal, prefix: &str) {
+    for i in 0..40u64 {
+        let s = format!("{prefix}{i}");
+        let open = i % 3 == 0;
+        j.append(&s, 0, &entries(&s, 0, 2, true), false, true)
+            .unwrap();
+        j.append(&s, 2, &entries(&s, 2, 1 + i % 2, open), false, open)
+            .unwrap();
+    }
+}
+
+#[test]
+fn a_checkpoint_reopens_to_the_same_index_and_reads_only_the_tail() {
+    let (_tmp, dir) = setup();
+    let before = {
+        let mut j = FileJournal::open(&dir).unwrap();
+        fill(&mut j, "s");
+        j.checkpoint().unwrap();
+        assert_eq!(
+            j.checkpoint_covers(),
+            Some(journal_bytes(&dir).len() as u64)
+        );
+        snapshot(&j)
+    };
+    let bytes = journal_bytes(&dir);
+    let mut j = FileJournal::open(&dir).unwrap();
+    assert_eq!(j.scanned_bytes(), 0, "nothing after the checkpoint to scan");
+    assert_eq!(snapshot(&j), before);
+    // Appends after the checkpoint: to an open stream, a closed one, and new streams.
+    j.append("s0", 3, &entries("s0", 3, 1, false), false, false)
+        .unwrap();
+    j.append("s1", 4, &entries("s1", 4, 1, true), false, true)
+        .unwrap();
+    fill(&mut j, "t");
+    assert_eq!(
+        j.append("s2", 0, &entries("s2", 0, 1, true), false, true)
+            .unwrap_err()
+            .to_string(),
+        Error::Conflict { actual: 3 }.to_string(),
+        "a checkpointed stream keeps its length"
+    );
+    let after = snapshot(&j);
+    drop(j);
+    assert!(
+        journal_bytes(&dir).starts_with(&bytes),
+        "the journal is only appended to"
+    );
+
+    let j = FileJournal::open(&dir).unwrap();
+    assert!(j.scanned_bytes() > 0);
+    assert_eq!(snapshot(&j), after, "checkpoint + tail");
+    drop(j);
+    fs::remove_file(dir.join(INDEX_FILE)).unwrap();
+    let j = FileJournal::open(&dir).unwrap();
+    assert_eq!(j.checkpoint_covers(), None);
+    assert_eq!(
+        snapshot(&j),
+        after,
+        "the whole file, without the checkpoint"
+    );
+}
+
+#[test]
+fn a_second_checkpoint_merges_the_first_and_the_tail() {
+    let (_tmp, dir) = setup();
+    let mut j = FileJournal::open(&dir).unwrap();
+    fill(&mut j, "a");
+    j.checkpoint().unwrap();
+    j.append("a0", 3, &entries("a0", 3, 1, false), false, false)
+        .unwrap();
+    fill(&mut j, "b");
+    j.checkpoint().unwrap();
+    let want = snapshot(&j);
+    drop(j);
+    let j = FileJournal::open(&dir).unwrap();
+    assert_eq!(j.scanned_bytes(), 0);
+    assert_eq!(snapshot(&j), want);
+    assert_eq!(j.open_streams().len(), 2 * 14 - 1);
+}
+
+#[test]
+fn a_checkpoint_that_does_not_match_the_journal_is_ignored() {
+    let (_tmp, dir) = setup();
+    let mut j = FileJournal::open(&dir).unwrap();
+    fill(&mut j, "s");
+    j.checkpoint().unwrap();
+    let want = snapshot(&j);
+    drop(j);
+    let index = fs::read(dir.join(INDEX_FILE)).unwrap();
+    let journal = journal_bytes(&dir);
+
+    // A flipped byte in the header, or in a stream record.
+    for at in [20, 200] {
+        let mut bad = index.clone();
+        bad[at] ^= 1;
+        fs::write(dir.join(INDEX_FILE), &bad).unwrap();
+        let j = FileJournal::open(&dir).unwrap();
+        match j.checkpoint_covers() {
+            None => assert_eq!(snapshot(&j), want, "ignored, byte {at}"),
+            // Records are checked when read: a bad one is an error, never a wrong answer.
+            Some(_) => assert!(j.try_streams().is_err(), "byte {at}"),
+        }
+    }
+    // The journal rewritten below the checkpoint: same length, another last entry.
+    fs::write(dir.join(INDEX_FILE), &index).unwrap();
+    let mut other = journal.clone();
+    let n = other.len();
+    other[n - 3] = b'X';
+    fs::write(dir.join(JOURNAL_FILE), &other).unwrap();
+    let j = FileJournal::open(&dir);
+    assert!(
+        matches!(j, Err(Error::Corrupt { .. })),
+        "ignored, so the full scan finds the bad line"
+    );
+    // The journal truncated below the checkpoint (a repaired torn tail).
+    fs::write(dir.join(JOURNAL_FILE), &journal[..journal.len() / 2]).unwrap();
+    FileJournal::repair(&dir).unwrap();
+    let j = FileJournal::open(&dir).unwrap();
+    assert_eq!(j.checkpoint_covers(), None);
+    assert!(j.streams().len() < 40);
+}
+
+#[test]
+fn threads_share_fsyncs_and_lose_nothing() {
+    let (_tmp, dir) = setup();
+    let shared = SharedFileJournal::open(&dir).unwrap();
+    const THREADS: u64 = 16;
+    const EACH: u64 = 20;
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            let shared = shared.clone();
+            scope.spawn(move || {
+                let s = format!("t{t}");
+                for i in 0..EACH {
+                    shared
+                        .append(&s, i, &entries(&s, i, 1, true), true, true)
+                        .unwrap();
+                }
+            });
+        }
+    });
+    let fsyncs = shared.fsyncs();
+    assert!(
+        (1..=THREADS * EACH).contains(&fsyncs),
+        "{fsyncs} fsyncs for {} durable appends",
+        THREADS * EACH
+    );
+    assert_eq!(
+        shared
+            .append("t0", 0, &entries("t0", 0, 1, true), true, true)
+            .unwrap_err()
+            .to_string(),
+        Error::Conflict { actual: EACH }.to_string()
+    );
+    shared.sync().unwrap();
+    assert_eq!(
+        shared.fsyncs(),
+        fsyncs,
+        "nothing pending after durable appends"
+    );
+    drop(shared);
+    let j = FileJournal::open(&dir).unwrap();
+    for t in 0..THREADS {
+        let s = format!("t{t}");
+        assert_eq!(j.read(&s, 0).unwrap(), entries(&s, 0, EACH, true));
+    }
+}

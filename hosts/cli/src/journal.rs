@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use interlock_file_journal::{Error as FileError, FileJournal};
+use interlock_file_journal::{Error as FileError, FileJournal, SharedFileJournal};
 
 use crate::bindings::interlock::gate::journal::{Host, JournalError};
 
@@ -96,7 +96,7 @@ impl JournalStore for FileJournal {
     }
 
     fn length(&self, stream: &str) -> Result<u64, JournalError> {
-        Ok(FileJournal::length(self, stream))
+        FileJournal::try_length(self, stream).map_err(file_error)
     }
 
     fn open_streams(&self) -> Result<Vec<String>, JournalError> {
@@ -104,11 +104,49 @@ impl JournalStore for FileJournal {
     }
 
     fn streams(&self) -> Result<Vec<String>, JournalError> {
-        Ok(FileJournal::streams(self))
+        FileJournal::try_streams(self).map_err(file_error)
     }
 
     fn sync(&mut self) -> Result<(), JournalError> {
         FileJournal::sync(self).map_err(file_error)
+    }
+}
+
+/// One file journal for concurrent gate instances (one [`crate::GateHost`] per thread or
+/// per submit in flight, each with a clone): compare-and-append under one lock, and
+/// durable appends from every thread sharing each `fdatasync` (group commit), so the
+/// send path's one durable write costs a fraction of an fsync under load.
+impl JournalStore for SharedFileJournal {
+    fn append(
+        &mut self,
+        stream: &str,
+        expected_length: u64,
+        entries: &[String],
+        durable: bool,
+        open: bool,
+    ) -> Result<(), JournalError> {
+        SharedFileJournal::append(self, stream, expected_length, entries, durable, open)
+            .map_err(file_error)
+    }
+
+    fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
+        SharedFileJournal::read(self, stream, start).map_err(file_error)
+    }
+
+    fn length(&self, stream: &str) -> Result<u64, JournalError> {
+        SharedFileJournal::length(self, stream).map_err(file_error)
+    }
+
+    fn open_streams(&self) -> Result<Vec<String>, JournalError> {
+        Ok(SharedFileJournal::open_streams(self))
+    }
+
+    fn streams(&self) -> Result<Vec<String>, JournalError> {
+        SharedFileJournal::streams(self).map_err(file_error)
+    }
+
+    fn sync(&mut self) -> Result<(), JournalError> {
+        SharedFileJournal::sync(self).map_err(file_error)
     }
 }
 

@@ -1,0 +1,48 @@
+//! `interlock-bench --quick`: every benchmark still runs (a few samples each; no figure is
+//! checked, since these are not timed tests).
+
+use std::process::Command;
+
+#[test]
+fn every_benchmark_runs_in_quick_mode() {
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_interlock-bench"))
+        .arg("--quick")
+        .arg("--out")
+        .arg(out.path())
+        .status()
+        .expect("run interlock-bench");
+    assert!(status.success(), "interlock-bench --quick failed");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("bench.json")).unwrap())
+            .unwrap();
+    let ids: Vec<&str> = json["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["id"].as_str().unwrap())
+        .collect();
+    for want in [
+        "send.fsyncs_per_effect",
+        "send.submit_vs_raw_fsync",
+        "overhead.component_vs_native",
+        "concurrency.speedup_64",
+        "cold.instantiate",
+        "size.gzip",
+        "recover.big_vs_small",
+        "crash.to_closed",
+    ] {
+        assert!(ids.contains(&want), "{want} missing from {ids:?}");
+    }
+    // The one figure that is a count, not a timing: the send path's single durable write.
+    let fsyncs = json["figures"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["id"] == "send.fsyncs_per_effect")
+        .unwrap();
+    assert_eq!(
+        fsyncs["value"], 1.0,
+        "one fdatasync per effect on the send path"
+    );
+}
