@@ -43,69 +43,94 @@ impl Stream {
     /// Parse and verify stored entries; the first broken link is reported with its place.
     pub fn parse(name: &str, lines: &[String]) -> Result<Stream, Problem> {
         let mut s = Stream::empty(name);
-        for (i, line) in lines.iter().enumerate() {
-            let seq = i as u64;
-            let problem = |kind, detail: String| Problem {
-                stream: name.to_string(),
-                seq,
-                kind,
-                detail,
-            };
-            let obj = match serde_json::from_str::<Value>(line) {
-                Ok(Value::Object(o)) => o,
-                Ok(_) => return Err(problem(ProblemKind::Unparsable, "not a JSON object".into())),
-                Err(e) => return Err(problem(ProblemKind::Unparsable, e.to_string())),
-            };
-            let str_field = |k: &str| obj.get(k).and_then(Value::as_str);
-            let (Some(stream), Some(state), Some(prev), Some(hash), Some(at_seq), Some(_), Some(_)) = (
-                str_field("stream"),
-                str_field("state"),
-                str_field("prev"),
-                str_field("hash"),
-                obj.get("seq").and_then(Value::as_u64),
-                obj.get("open").and_then(Value::as_bool),
-                obj.get("at_ms").and_then(Value::as_u64),
-            ) else {
-                return Err(problem(
-                    ProblemKind::Unparsable,
-                    "missing stream, seq, open, state, at_ms, prev or hash".into(),
-                ));
-            };
-            if stream != name {
-                return Err(problem(
-                    ProblemKind::BadSeq,
-                    format!("entry belongs to stream {stream}"),
-                ));
-            }
-            if at_seq != seq {
-                return Err(problem(
-                    ProblemKind::BadSeq,
-                    format!("entry says seq {at_seq} at position {seq}"),
-                ));
-            }
-            if hash != hash_of(&obj) {
-                return Err(problem(
-                    ProblemKind::HashMismatch,
-                    format!("{state} entry was edited: its content does not match its hash"),
-                ));
-            }
-            if prev != s.head {
-                return Err(problem(
-                    ProblemKind::BrokenLink,
-                    format!("{state} entry does not follow the entry before it"),
-                ));
-            }
-            s.head = hash.to_string();
-            s.entries.push(obj);
+        for line in lines {
+            s.push_stored(line)?;
         }
         Ok(s)
     }
 
+    /// Verify one stored entry as the next link of this stream and keep it.
+    fn push_stored(&mut self, line: &str) -> Result<(), Problem> {
+        let name = self.name.as_str();
+        let seq = self.len();
+        let problem = |kind, detail: String| Problem {
+            stream: name.to_string(),
+            seq,
+            kind,
+            detail,
+        };
+        let obj = match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(o)) => o,
+            Ok(_) => return Err(problem(ProblemKind::Unparsable, "not a JSON object".into())),
+            Err(e) => return Err(problem(ProblemKind::Unparsable, e.to_string())),
+        };
+        let str_field = |k: &str| obj.get(k).and_then(Value::as_str);
+        let (Some(stream), Some(state), Some(prev), Some(hash), Some(at_seq), Some(_), Some(_)) = (
+            str_field("stream"),
+            str_field("state"),
+            str_field("prev"),
+            str_field("hash"),
+            obj.get("seq").and_then(Value::as_u64),
+            obj.get("open").and_then(Value::as_bool),
+            obj.get("at_ms").and_then(Value::as_u64),
+        ) else {
+            return Err(problem(
+                ProblemKind::Unparsable,
+                "missing stream, seq, open, state, at_ms, prev or hash".into(),
+            ));
+        };
+        if stream != name {
+            return Err(problem(
+                ProblemKind::BadSeq,
+                format!("entry belongs to stream {stream}"),
+            ));
+        }
+        if at_seq != seq {
+            return Err(problem(
+                ProblemKind::BadSeq,
+                format!("entry says seq {at_seq} at position {seq}"),
+            ));
+        }
+        if hash != hash_of(&obj) {
+            return Err(problem(
+                ProblemKind::HashMismatch,
+                format!("{state} entry was edited: its content does not match its hash"),
+            ));
+        }
+        if prev != self.head {
+            return Err(problem(
+                ProblemKind::BrokenLink,
+                format!("{state} entry does not follow the entry before it"),
+            ));
+        }
+        self.head = hash.to_string();
+        self.entries.push(obj);
+        Ok(())
+    }
+
     pub fn load(j: &mut dyn Journal, name: &str) -> Result<Stream, GateError> {
-        let lines = j.read(name, 0)?;
-        Stream::parse(name, &lines).map_err(|p| {
-            GateError::CorruptJournal(format!("{} entry {}: {}", p.stream, p.seq, p.detail))
-        })
+        let mut s = Stream::empty(name);
+        s.catch_up(j)?;
+        Ok(s)
+    }
+
+    /// Read and verify what other writers appended since this copy was read. Only the new
+    /// entries cross the boundary and are hashed; the verified prefix is kept.
+    pub fn catch_up(&mut self, j: &mut dyn Journal) -> Result<(), GateError> {
+        let stored = j.length(&self.name)?;
+        if stored < self.len() {
+            // The stream shrank under us (a truncation or a repair): start over from storage.
+            *self = Stream::empty(&self.name);
+        }
+        if stored == self.len() {
+            return Ok(());
+        }
+        for line in j.read(&self.name, self.len())? {
+            self.push_stored(&line).map_err(|p| {
+                GateError::CorruptJournal(format!("{} entry {}: {}", p.stream, p.seq, p.detail))
+            })?;
+        }
+        Ok(())
     }
 
     pub fn len(&self) -> u64 {

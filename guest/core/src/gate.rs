@@ -23,6 +23,8 @@ use crate::types::*;
 
 /// How often a compare-and-append is retried against other workers before giving up.
 const CAS_RETRIES: usize = 16;
+/// Verified streams kept per instance; past this the cache starts over.
+const CACHED_STREAMS: usize = 4096;
 
 /// Everything one operation knows about its effect.
 #[derive(Clone, Debug)]
@@ -75,6 +77,11 @@ struct Op {
 pub struct Gate {
     ops: BTreeMap<u64, Op>,
     next_op: u64,
+    /// Streams this instance has read and verified. A later read asks the journal only for
+    /// the length and for what was appended since, and verifies just that against the kept
+    /// head: the gate acts on entries it verified, without re-hashing history per call.
+    /// `verify` and receipts always re-read storage in full.
+    streams: BTreeMap<String, Stream>,
 }
 
 fn done(op: u64, o: Outcome) -> Step {
@@ -202,7 +209,7 @@ impl Gate {
     ) -> Result<Step, GateError> {
         let p = Proposal::parse(proposal)?;
         let id = p.effect_id();
-        let stream = Stream::load(j, &effect_stream(&id))?;
+        let stream = self.load(j, &effect_stream(&id))?;
         let op = self.take_op_id();
         if let Some(first) = stream.entries.first() {
             let recorded =
@@ -242,7 +249,7 @@ impl Gate {
                 "an effect id is 32 lowercase hex digits",
             ));
         }
-        let stream = Stream::load(j, &effect_stream(effect_id))?;
+        let stream = self.load(j, &effect_stream(effect_id))?;
         let first = stream
             .entries
             .first()
@@ -409,6 +416,27 @@ impl Gate {
         }
     }
 
+    /// A stream as stored now, verified, served from this instance's cache where it can be.
+    fn load(&mut self, j: &mut dyn Journal, name: &str) -> Result<Stream, GateError> {
+        let mut s = self
+            .streams
+            .remove(name)
+            .unwrap_or_else(|| Stream::empty(name));
+        s.catch_up(j)?;
+        if self.streams.len() >= CACHED_STREAMS {
+            self.streams.clear();
+        }
+        self.streams.insert(name.into(), s.clone());
+        Ok(s)
+    }
+
+    /// Keep a stream this instance just appended to, so its next read costs nothing.
+    fn remember(&mut self, s: &Stream) {
+        if let Some(kept) = self.streams.get_mut(&s.name) {
+            kept.clone_from(s);
+        }
+    }
+
     fn take_op_id(&mut self) -> u64 {
         self.next_op += 1;
         self.next_op
@@ -520,7 +548,7 @@ impl Gate {
         let mut extra = Vec::new();
         match ctx.proposal.authority.clone() {
             Authority::Lease(name) => {
-                match authority::check_lease(&Stream::load(j, &lease_stream(&name))?, now_ms) {
+                match authority::check_lease(&self.load(j, &lease_stream(&name))?, now_ms) {
                     Ok(until) => {
                         let mut l = Map::new();
                         l.insert("name".into(), name.into());
@@ -533,7 +561,7 @@ impl Gate {
                 }
             }
             Authority::Approval(aid) => match authority::check_approval(
-                &Stream::load(j, &approval_stream(&aid))?,
+                &self.load(j, &approval_stream(&aid))?,
                 &ctx.id,
                 now_ms,
             ) {
@@ -623,7 +651,7 @@ impl Gate {
     ) -> Result<(), GateError> {
         if let Authority::Approval(aid) = &ctx.proposal.authority {
             if let Ok(a) =
-                authority::check_approval(&Stream::load(j, &approval_stream(aid))?, &ctx.id, now_ms)
+                authority::check_approval(&self.load(j, &approval_stream(aid))?, &ctx.id, now_ms)
             {
                 let changed =
                     authority::compare_premises(&a.premises_seen, &BTreeMap::new(), fresh);
@@ -701,7 +729,7 @@ impl Gate {
         let claim_until = now_ms.saturating_add(ctx.proposal.target.timeout_ms);
         batch.push(("DISPATCHED", fields!("attempt" => attempt, "claim_until_ms" => claim_until, "idempotency_key" => ctx.id.clone())));
         match ctx.stream.append(j, batch, now_ms, true, true) {
-            Ok(()) => {}
+            Ok(()) => self.remember(&ctx.stream),
             Err(JournalError::Conflict(_)) => return self.lost_race(j, now_ms, op, &ctx),
             Err(e) => return Err(e.into()),
         }
@@ -730,7 +758,7 @@ impl Gate {
         op: u64,
         ctx: &Ctx,
     ) -> Result<Step, GateError> {
-        let s = Stream::load(j, &ctx.stream.name)?;
+        let s = self.load(j, &ctx.stream.name)?;
         if is_closed(&s) {
             return Ok(done(op, recorded_outcome(&ctx.id, &s, true)));
         }
@@ -752,7 +780,7 @@ impl Gate {
     ) -> Result<Option<u64>, GateError> {
         let name = cap_stream(&cap.name);
         for _ in 0..CAS_RETRIES {
-            let mut s = Stream::load(j, &name)?;
+            let mut s = self.load(j, &name)?;
             let (others, mine) = authority::cap_reserved_by_others(&s, id);
             if mine {
                 return Ok(Some(others));
@@ -763,7 +791,10 @@ impl Gate {
             let f = fields!("effect_id" => id, "amount_cents" => cap.amount_cents, "limit_cents" => cap.limit_cents);
             // Not durable by itself: the effect's durable batch right after covers it.
             match s.append(j, vec![("RESERVED", f)], now_ms, false, false) {
-                Ok(()) => return Ok(Some(others)),
+                Ok(()) => {
+                    self.remember(&s);
+                    return Ok(Some(others));
+                }
                 Err(JournalError::Conflict(_)) => continue,
                 Err(e) => return Err(e.into()),
             }
@@ -785,7 +816,7 @@ impl Gate {
         };
         let name = cap_stream(&cap.name);
         for _ in 0..CAS_RETRIES {
-            let mut s = Stream::load(j, &name)?;
+            let mut s = self.load(j, &name)?;
             if !authority::cap_reserved_by_others(&s, &ctx.id).1 {
                 return Ok(());
             }
@@ -826,9 +857,12 @@ impl Gate {
         }
         batch.push((state, f));
         match ctx.stream.append(j, batch, now_ms, durable, false) {
-            Ok(()) => Ok(None),
+            Ok(()) => {
+                self.remember(&ctx.stream);
+                Ok(None)
+            }
             Err(JournalError::Conflict(_)) => {
-                ctx.stream = Stream::load(j, &ctx.stream.name)?;
+                ctx.stream = self.load(j, &ctx.stream.name)?;
                 Ok(Some(if is_closed(&ctx.stream) {
                     recorded_outcome(&ctx.id, &ctx.stream, true)
                 } else {
@@ -901,7 +935,7 @@ impl Gate {
             f.insert("expires_at_ms".into(), x.into());
         }
         let name = approval_stream(&id);
-        let mut s = Stream::load(j, &name)?;
+        let mut s = self.load(j, &name)?;
         if let Some(first) = s.entries.first() {
             // Approving the same thing twice is harmless; approving something else under an
             // existing id would silently widen authority.
@@ -949,7 +983,7 @@ impl Gate {
         f: Map<String, Value>,
     ) -> Result<(), GateError> {
         for _ in 0..CAS_RETRIES {
-            let mut s = Stream::load(j, name)?;
+            let mut s = self.load(j, name)?;
             match s.append(j, vec![(state, f.clone())], now_ms, true, false) {
                 Ok(()) => return Ok(()),
                 Err(JournalError::Conflict(_)) => continue,
@@ -973,7 +1007,7 @@ impl Gate {
                 "an effect id is 32 lowercase hex digits",
             ));
         }
-        let mut s = Stream::load(j, &effect_stream(effect_id))?;
+        let mut s = self.load(j, &effect_stream(effect_id))?;
         let last = s
             .last()
             .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
