@@ -855,6 +855,7 @@ impl Gate {
         if ctx.stream.entries.is_empty() {
             batch.push(("PROPOSED", ctx.proposed_fields()));
         }
+        let f_again = f.clone();
         batch.push((state, f));
         match ctx.stream.append(j, batch, now_ms, durable, false) {
             Ok(()) => {
@@ -863,6 +864,9 @@ impl Gate {
             }
             Err(JournalError::Conflict(_)) => {
                 ctx.stream = self.load(j, &ctx.stream.name)?;
+                if state == "COMMITTED" {
+                    return self.record_late_proof(j, now_ms, ctx, f_again).map(Some);
+                }
                 Ok(Some(if is_closed(&ctx.stream) {
                     recorded_outcome(&ctx.id, &ctx.stream, true)
                 } else {
@@ -871,6 +875,53 @@ impl Gate {
             }
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// This worker holds proof the target applied the effect (its reply), but another
+    /// worker wrote first: the proof is never dropped. If the stream is still open (say a
+    /// deduped resend is in flight) COMMITTED goes after it; if another worker closed it
+    /// without that proof (AMBIGUOUS, or REFUSED while the send had in fact landed), the
+    /// proof is appended as CONFIRMED.
+    fn record_late_proof(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        ctx: &mut Ctx,
+        committed: Map<String, Value>,
+    ) -> Result<Outcome, GateError> {
+        for _ in 0..CAS_RETRIES {
+            let last = Stream::state_of(ctx.stream.last().expect("a stream we lost a race on"));
+            let entry = match last {
+                "COMMITTED" | "CONFIRMED" => {
+                    return Ok(recorded_outcome(&ctx.id, &ctx.stream, true))
+                }
+                "REFUSED" | "AMBIGUOUS" => {
+                    let mut evidence = Map::new();
+                    evidence.insert("via".into(), "late-reply".into());
+                    evidence.insert(
+                        "result".into(),
+                        committed.get("result").cloned().unwrap_or(Value::Null),
+                    );
+                    (
+                        "CONFIRMED",
+                        fields!("evidence" => Value::Object(evidence), "executed" => "yes"),
+                    )
+                }
+                _ => ("COMMITTED", committed.clone()),
+            };
+            match ctx.stream.append(j, vec![entry], now_ms, false, false) {
+                Ok(()) => {
+                    self.remember(&ctx.stream);
+                    return Ok(recorded_outcome(&ctx.id, &ctx.stream, false));
+                }
+                Err(JournalError::Conflict(_)) => ctx.stream = self.load(j, &ctx.stream.name)?,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(GateError::Contention(format!(
+            "effect {} kept changing while its proof of application was recorded",
+            ctx.id
+        )))
     }
 
     pub fn grant_lease(
@@ -1080,20 +1131,22 @@ impl Gate {
             if !s.entries.is_empty() && report.problems.is_empty() {
                 let mut body = r.clone();
                 body.as_object_mut().map(|o| o.remove("signature"));
-                let length = r
-                    .get("head")
-                    .and_then(|h| h.get("length"))
+                // A receipt pins 1..=len entries; anything else cannot match this journal.
+                let pinned = r
+                    .pointer("/head/length")
                     .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                let pinned = Stream {
-                    entries: s.entries[..length as usize].to_vec(),
-                    head: s.entries[length as usize - 1]["hash"]
-                        .as_str()
-                        .unwrap_or("")
-                        .into(),
-                    ..s.clone()
-                };
-                if canonical(&receipt::build(id, &pinned)) != canonical(&body) {
+                    .filter(|l| (1..=s.len()).contains(l))
+                    .map(|l| Stream {
+                        entries: s.entries[..l as usize].to_vec(),
+                        head: s.entries[l as usize - 1]["hash"]
+                            .as_str()
+                            .unwrap_or("")
+                            .into(),
+                        ..s.clone()
+                    });
+                let matches =
+                    pinned.is_some_and(|p| canonical(&receipt::build(id, &p)) == canonical(&body));
+                if !matches {
                     report.problems.push(receipt::Problem {
                         stream,
                         seq: 0,

@@ -93,6 +93,7 @@ pub fn build(effect_id: &str, s: &Stream) -> Value {
     }
     r.insert("authorized".into(), Value::Array(authorized));
     let executed = match last_final.map(Stream::state_of) {
+        _ if find("CONFIRMED").is_some() => "yes".to_string(),
         Some("COMMITTED") => "yes".to_string(),
         Some(_) => last_final
             .and_then(|e| e.get("executed"))

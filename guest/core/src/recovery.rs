@@ -22,14 +22,14 @@
 //! (never dispatched, or the lookup says not found) or a dedupe window that covers it.
 
 /// Whether another send of this effect may still be in flight.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Claim {
     Live,
     Over,
 }
 
 /// What the target's lookup said, if the target has one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Lookup {
     /// The target cannot be queried.
     Unavailable,
@@ -40,7 +40,7 @@ pub enum Lookup {
 }
 
 /// Authority and premises, re-read now.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Recheck {
     NotDone,
     Holds,
@@ -49,14 +49,14 @@ pub enum Recheck {
 }
 
 /// Whether a resend under the idempotency key would be deduped by the target.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Dedupe {
     No,
     InsideWindow,
     WindowPassed,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Inputs {
     pub claim: Claim,
     /// A DISPATCHED entry exists: a send may have gone out.
@@ -66,7 +66,7 @@ pub struct Inputs {
     pub dedupe: Dedupe,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Leave it: a send may be in flight. Nothing is written.
     Wait,

@@ -606,3 +606,99 @@ fn two_recoverers_at_once_one_record_and_both_report_it() {
     );
     w.journal_verifies();
 }
+
+/// A worker gets the target's `applied`, then stalls past its claim; another worker
+/// resolves the effect meanwhile. The first worker's proof must not be dropped.
+fn stalled_sender(tier: Tier) -> (World, Gate, Step, String) {
+    let mut w = World::new(tier);
+    let p = w.proposal(2000).to_string();
+    let mut a = Gate::new();
+    let s = a.submit(&mut w.j, w.now, &p).unwrap();
+    let Ask::Capture { effect_id, .. } = &s.ask else {
+        panic!("{s:?}")
+    };
+    let id = effect_id.clone();
+    let prem = Reply::Captured(w.pay.premises("order_881", Some(&id)).unwrap().to_string());
+    let s = a.resume(&mut w.j, w.now, s.op, prem).unwrap();
+    assert!(matches!(s.ask, Ask::Apply { .. }));
+    w.pay
+        .refund("order_881", 2000, Some(&id), Some(&id), w.now)
+        .unwrap();
+    w.now += 5000; // the claim has expired while the reply waits
+    (w, a, s, id)
+}
+
+#[test]
+fn a_late_reply_after_ambiguous_is_recorded_as_confirmed() {
+    let (mut w, mut a, s, id) = stalled_sender(Tier::THREE);
+    assert_eq!(w.recover_all()[0].state, State::Ambiguous);
+    let late = a
+        .resume(
+            &mut w.j,
+            w.now,
+            s.op,
+            Reply::Applied(json!({"refund_id": "re_0001"}).to_string()),
+        )
+        .unwrap();
+    match late.ask {
+        Ask::Done(o) => assert_eq!((o.state, o.executed), (State::Confirmed, Executed::Yes)),
+        x => panic!("{x:?}"),
+    }
+    let r: Value = serde_json::from_str(&w.gate.receipt(&mut w.j, &id, None).unwrap()).unwrap();
+    assert_eq!(
+        (r["final"].as_str(), r["executed"].as_str()),
+        (Some("CONFIRMED"), Some("yes"))
+    );
+    assert_eq!(w.refunded(), 2000);
+    w.journal_verifies();
+}
+
+#[test]
+fn a_late_reply_during_a_deduped_resend_commits_once() {
+    let (mut w, mut a, s, id) = stalled_sender(Tier::ONE);
+    // Another worker recovers: re-check, then a resend under the same key.
+    let r = w.gate.recover(&mut w.j, w.now, &id).unwrap();
+    let prem = Reply::Captured(w.pay.premises("order_881", Some(&id)).unwrap().to_string());
+    let resend = w.gate.resume(&mut w.j, w.now, r.op, prem).unwrap();
+    assert!(matches!(resend.ask, Ask::Apply { attempt: 1, .. }));
+    // The stalled worker's reply arrives first: COMMITTED goes after the new DISPATCHED.
+    let late = a
+        .resume(
+            &mut w.j,
+            w.now,
+            s.op,
+            Reply::Applied(json!({"refund_id": "re_0001"}).to_string()),
+        )
+        .unwrap();
+    assert!(matches!(
+        late.ask,
+        Ask::Done(Outcome {
+            state: State::Committed,
+            ..
+        })
+    ));
+    // The resend is deduped by the service; its COMMITTED loses the race and reports the record.
+    let again = w
+        .gate
+        .resume(
+            &mut w.j,
+            w.now,
+            resend.op,
+            Reply::Applied(json!({"refund_id": "re_0001"}).to_string()),
+        )
+        .unwrap();
+    match again.ask {
+        Ask::Done(o) => assert_eq!((o.state, o.replayed), (State::Committed, true)),
+        x => panic!("{x:?}"),
+    }
+    let stream = w.j.read(&format!("effect:{id}"), 0).unwrap();
+    assert_eq!(
+        stream
+            .iter()
+            .filter(|e| e.contains("\"COMMITTED\""))
+            .count(),
+        1
+    );
+    assert_eq!(w.pay.refund_count(), 1);
+    w.journal_verifies();
+}
