@@ -142,8 +142,9 @@ pub fn compare_premises(
     changed
 }
 
-/// Cents reserved against a cap by effects other than `effect_id` and not released.
-pub fn cap_reserved_by_others(s: &Stream, effect_id: &str) -> (u64, bool) {
+/// Cents reserved against a cap by effects other than `effect_id` and not released, and
+/// what `effect_id` itself holds (its latest reservation), if anything.
+pub fn cap_reserved_by_others(s: &Stream, effect_id: &str) -> (u64, Option<u64>) {
     let mut held: BTreeMap<String, u64> = BTreeMap::new();
     for e in &s.entries {
         let id = e
@@ -164,7 +165,7 @@ pub fn cap_reserved_by_others(s: &Stream, effect_id: &str) -> (u64, bool) {
             _ => {}
         }
     }
-    let mine = held.remove(effect_id).is_some();
+    let mine = held.remove(effect_id);
     (held.values().sum(), mine)
 }
 

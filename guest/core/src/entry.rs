@@ -91,6 +91,14 @@ impl Stream {
                 format!("entry says seq {at_seq} at position {seq}"),
             ));
         }
+        // The line must be the canonical form of what it says, or an edit that parses to
+        // the same value (an escape spelled another way) would slip past the hash.
+        if canonical(&Value::Object(obj.clone())) != line {
+            return Err(problem(
+                ProblemKind::HashMismatch,
+                format!("{state} entry was edited: it is not in canonical form"),
+            ));
+        }
         if hash != hash_of(&obj) {
             return Err(problem(
                 ProblemKind::HashMismatch,

@@ -38,6 +38,8 @@ struct Ctx {
     refusal: Option<Refusal>,
     /// What held at the re-check, recorded in AUTHORIZED.
     checks: Map<String, Value>,
+    /// The premises to read at the re-check: the proposal's, and an approval's.
+    capture_names: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
@@ -229,7 +231,7 @@ impl Gate {
                 return Ok(done(op, o));
             }
             if is_closed(&stream) {
-                return Ok(done(op, recorded_outcome(&id, &stream, true)));
+                return Ok(done(op, self.replay(j, &id, &stream)?));
             }
             // Left open by a crash: this submit recovers it, under the recorded decision.
             return self.advance(j, now_ms, op, Ctx::new(id, recorded, stream));
@@ -256,7 +258,7 @@ impl Gate {
             .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
         let op = self.take_op_id();
         if is_closed(&stream) {
-            return Ok(done(op, recorded_outcome(effect_id, &stream, true)));
+            return Ok(done(op, self.replay(j, effect_id, &stream)?));
         }
         let p = Proposal::parse(&canonical(first.get("proposal").unwrap_or(&Value::Null)))
             .map_err(|e| GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name)))?;
@@ -308,9 +310,6 @@ impl Gate {
                     }
                 };
                 self.judge_premises(j, now_ms, &mut ctx, &fresh)?;
-                if ctx.recheck == Recheck::NotDone && ctx.proposal.host_check {
-                    return Ok(self.ask_authorize(op, ctx));
-                }
                 if ctx.recheck == Recheck::NotDone {
                     ctx.recheck = Recheck::Holds;
                 }
@@ -323,11 +322,10 @@ impl Gate {
             (Waiting::Authorize, Reply::Allowed(yes)) => {
                 if yes {
                     ctx.checks.insert("host_check".into(), "allowed".into());
-                    ctx.recheck = Recheck::Holds;
-                } else {
-                    ctx.recheck = Recheck::Fails;
-                    ctx.refusal = Some(Refusal::of(Reason::NotAllowed));
+                    return self.ask_capture(j, now_ms, op, ctx);
                 }
+                ctx.recheck = Recheck::Fails;
+                ctx.refusal = Some(Refusal::of(Reason::NotAllowed));
                 self.advance(j, now_ms, op, ctx)
             }
             (Waiting::Apply { attempt }, Reply::Applied(text)) => {
@@ -430,6 +428,14 @@ impl Gate {
         Ok(s)
     }
 
+    /// An earlier decision, read from the journal, reported again. Another worker may have
+    /// written it without its fsync having returned (and then died): make the journal
+    /// durable before anyone acts on what it says.
+    fn replay(&mut self, j: &mut dyn Journal, id: &str, s: &Stream) -> Result<Outcome, GateError> {
+        j.sync()?;
+        Ok(recorded_outcome(id, s, true))
+    }
+
     /// Keep a stream this instance just appended to, so its next read costs nothing.
     fn remember(&mut self, s: &Stream) {
         if let Some(kept) = self.streams.get_mut(&s.name) {
@@ -507,7 +513,10 @@ impl Gate {
                 if let Some(theirs) = self.close(j, now_ms, &mut ctx, "REFUSED", f, true)? {
                     return Ok(done(op, theirs));
                 }
-                self.release_cap(j, now_ms, &ctx)?;
+                // A send that may have landed keeps its share of the cap.
+                if executed == Executed::No {
+                    self.release_cap(j, now_ms, &ctx)?;
+                }
                 Ok(done(
                     op,
                     Outcome {
@@ -538,15 +547,15 @@ impl Gate {
     }
 
     /// Authority first (it needs no I/O), then ask the host for fresh premises.
-    fn start_recheck(
+    /// The lease or approval, read from the journal now (no host I/O): the names of any
+    /// extra premises an approval carries, or why authority is gone. Records what held.
+    fn check_authority(
         &mut self,
         j: &mut dyn Journal,
         now_ms: u64,
-        op: u64,
-        mut ctx: Ctx,
-    ) -> Result<Step, GateError> {
-        let mut extra = Vec::new();
-        match ctx.proposal.authority.clone() {
+        ctx: &mut Ctx,
+    ) -> Result<Result<Vec<String>, Reason>, GateError> {
+        Ok(match ctx.proposal.authority.clone() {
             Authority::Lease(name) => {
                 match authority::check_lease(&self.load(j, &lease_stream(&name))?, now_ms) {
                     Ok(until) => {
@@ -554,23 +563,45 @@ impl Gate {
                         l.insert("name".into(), name.into());
                         l.insert("live_until_ms".into(), until.into());
                         ctx.checks.insert("lease".into(), Value::Object(l));
+                        Ok(Vec::new())
                     }
-                    Err(reason) => {
-                        return self.fail_recheck(j, now_ms, op, ctx, Refusal::of(reason))
-                    }
+                    Err(reason) => Err(reason),
                 }
             }
-            Authority::Approval(aid) => match authority::check_approval(
-                &self.load(j, &approval_stream(&aid))?,
-                &ctx.id,
-                now_ms,
-            ) {
-                Ok(a) => extra.extend(a.premises_seen.keys().cloned()),
-                Err(reason) => return self.fail_recheck(j, now_ms, op, ctx, Refusal::of(reason)),
-            },
+            Authority::Approval(aid) => {
+                authority::check_approval(&self.load(j, &approval_stream(&aid))?, &ctx.id, now_ms)
+                    .map(|a| a.premises_seen.keys().cloned().collect())
+            }
+        })
+    }
+
+    /// Authority first (it needs no I/O), then the host's own check if asked, then fresh
+    /// premises last, so nothing but the send itself follows the premise read.
+    fn start_recheck(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        mut ctx: Ctx,
+    ) -> Result<Step, GateError> {
+        match self.check_authority(j, now_ms, &mut ctx)? {
+            Ok(extra) => ctx.capture_names = ctx.proposal.premise_names(&extra),
+            Err(reason) => return self.fail_recheck(j, now_ms, op, ctx, Refusal::of(reason)),
         }
-        let names = ctx.proposal.premise_names(&extra);
-        if names.is_empty() {
+        if ctx.proposal.host_check {
+            return Ok(self.ask_authorize(op, ctx));
+        }
+        self.ask_capture(j, now_ms, op, ctx)
+    }
+
+    fn ask_capture(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        ctx: Ctx,
+    ) -> Result<Step, GateError> {
+        if ctx.capture_names.is_empty() {
             // Nothing to read: judge at once against an empty capture.
             return self.resume_with(
                 j,
@@ -585,7 +616,7 @@ impl Gate {
             effect_id: ctx.id.clone(),
             target: ctx.proposal.target.name.clone(),
             effect: canonical(&ctx.proposal.effect),
-            names,
+            names: ctx.capture_names.clone(),
         };
         self.ops.insert(
             op,
@@ -701,6 +732,13 @@ impl Gate {
         op: u64,
         mut ctx: Ctx,
     ) -> Result<Step, GateError> {
+        // Authority is read again at the moment of the send: the host's capture (and check)
+        // took time, and a lease revoked meanwhile must stop this send.
+        if let Err(reason) = self.check_authority(j, now_ms, &mut ctx)? {
+            ctx.recheck = Recheck::Fails;
+            ctx.refusal = Some(Refusal::of(reason));
+            return self.advance(j, now_ms, op, ctx);
+        }
         if let Some(cap) = ctx.proposal.cap.clone() {
             match self.reserve_cap(j, now_ms, &ctx.id, &cap)? {
                 Some(reserved_by_others) => {
@@ -758,15 +796,26 @@ impl Gate {
         op: u64,
         ctx: &Ctx,
     ) -> Result<Step, GateError> {
+        Ok(done(op, self.where_it_stands(j, now_ms, ctx)?))
+    }
+
+    /// Where an effect stands after another worker wrote to it first: its recorded outcome,
+    /// or open under their claim. Never acted on by this worker.
+    fn where_it_stands(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        ctx: &Ctx,
+    ) -> Result<Outcome, GateError> {
         let s = self.load(j, &ctx.stream.name)?;
         if is_closed(&s) {
-            return Ok(done(op, recorded_outcome(&ctx.id, &s, true)));
+            return self.replay(j, &ctx.id, &s);
         }
         let theirs = Ctx {
             stream: s,
             ..ctx.clone()
         };
-        Ok(done(op, open_outcome(&theirs, Reason::ClaimLive, now_ms)))
+        Ok(open_outcome(&theirs, Reason::ClaimLive, now_ms))
     }
 
     /// Some(cents reserved by others) when the cap holds this effect too, None when it would
@@ -782,7 +831,10 @@ impl Gate {
         for _ in 0..CAS_RETRIES {
             let mut s = self.load(j, &name)?;
             let (others, mine) = authority::cap_reserved_by_others(&s, id);
-            if mine {
+            // A reservation of this effect id counts as this send's only for the same
+            // amount; another amount (a payload re-decided after a crash) is checked and
+            // reserved anew, superseding it.
+            if mine == Some(cap.amount_cents) {
                 return Ok(Some(others));
             }
             if !authority::cap_fits(cap, others) {
@@ -817,7 +869,7 @@ impl Gate {
         let name = cap_stream(&cap.name);
         for _ in 0..CAS_RETRIES {
             let mut s = self.load(j, &name)?;
-            if !authority::cap_reserved_by_others(&s, &ctx.id).1 {
+            if authority::cap_reserved_by_others(&s, &ctx.id).1.is_none() {
                 return Ok(());
             }
             match s.append(
@@ -851,13 +903,23 @@ impl Gate {
         f: Map<String, Value>,
         durable: bool,
     ) -> Result<Option<Outcome>, GateError> {
-        let mut batch = Vec::new();
         if ctx.stream.entries.is_empty() {
-            batch.push(("PROPOSED", ctx.proposed_fields()));
+            // PROPOSED goes first on its own, the stream still open: should the ending be
+            // lost in a torn write, the effect is listed for recovery instead of hidden.
+            let proposed = vec![("PROPOSED", ctx.proposed_fields())];
+            match ctx.stream.append(j, proposed, now_ms, false, true) {
+                Ok(()) => {}
+                Err(JournalError::Conflict(_)) => {
+                    return self.where_it_stands(j, now_ms, ctx).map(Some)
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         let f_again = f.clone();
-        batch.push((state, f));
-        match ctx.stream.append(j, batch, now_ms, durable, false) {
+        match ctx
+            .stream
+            .append(j, vec![(state, f)], now_ms, durable, false)
+        {
             Ok(()) => {
                 self.remember(&ctx.stream);
                 Ok(None)
@@ -868,7 +930,8 @@ impl Gate {
                     return self.record_late_proof(j, now_ms, ctx, f_again).map(Some);
                 }
                 Ok(Some(if is_closed(&ctx.stream) {
-                    recorded_outcome(&ctx.id, &ctx.stream, true)
+                    let s = ctx.stream.clone();
+                    self.replay(j, &ctx.id, &s)?
                 } else {
                     open_outcome(ctx, Reason::ClaimLive, now_ms)
                 }))
@@ -893,7 +956,8 @@ impl Gate {
             let last = Stream::state_of(ctx.stream.last().expect("a stream we lost a race on"));
             let entry = match last {
                 "COMMITTED" | "CONFIRMED" => {
-                    return Ok(recorded_outcome(&ctx.id, &ctx.stream, true))
+                    let s = ctx.stream.clone();
+                    return self.replay(j, &ctx.id, &s);
                 }
                 "REFUSED" | "AMBIGUOUS" => {
                     let mut evidence = Map::new();
@@ -1063,7 +1127,7 @@ impl Gate {
             .last()
             .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
         match Stream::state_of(last) {
-            "CONFIRMED" => return Ok(recorded_outcome(effect_id, &s, true)),
+            "CONFIRMED" => return self.replay(j, effect_id, &s),
             "COMMITTED" | "AMBIGUOUS" => {}
             other => {
                 return Err(field_err(
@@ -1096,6 +1160,9 @@ impl Gate {
                 "an effect id is 32 lowercase hex digits",
             ));
         }
+        // A receipt pins what it shows: make it durable first, or a power loss could take
+        // a lazily written COMMITTED away from under it.
+        j.sync()?;
         let s = Stream::load(j, &effect_stream(effect_id))?;
         if s.entries.is_empty() {
             return Err(GateError::UnknownEffect(effect_id.into()));
@@ -1203,6 +1270,7 @@ impl Ctx {
             recheck: Recheck::NotDone,
             refusal: None,
             checks: Map::new(),
+            capture_names: Vec::new(),
         }
     }
 
