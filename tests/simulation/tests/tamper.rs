@@ -31,13 +31,11 @@ const DISCUSSION: &str = r#"
    escape with a hex letter: serde_json escapes control characters other than
    `\b \f \n \r \t` as `\u00XX` in lowercase, so `\u000b`, `\u000e`, `\u000f` and
    `\u001a`..`\u001f` can have a letter's case swapped (`\u001f` to `\u001F`) and parse
-   to the same string. The entry's hash is over its canonical re-serialization, so
-   `verify` does not see it. The sample carries one such character on purpose (a memo
-   with U+001F); it is the only kind found. No meaning changes (the stored value is the
-   same), but the line is no longer the canonical text the gate wrote. Suggestion:
-   `Stream::parse` also requires `line == canonical(parsed)` (one string compare per
-   entry), which catches every re-encoding (also multi-byte ones: whitespace, key order,
-   `\/`, number forms).
+   to the same string, so the entry's hash still matches. The sample carries one such
+   character on purpose (a memo with U+001F). The gate also requires every stored line to
+   be the canonical text of what it says (`Stream::push_stored`), so `verify` catches this
+   re-encoding too, and every other one (whitespace, key order, `\/`, number forms): the
+   table's "as stored: missed" column is 0.
 2. **Adjacent lines of two streams swapped change no stream**: the chain is per stream and
    each stream keeps its order; the interleaving of streams in the file carries nothing the
    gate reads (each entry has its own `at_ms`). Counted apart, as semantically identical.
