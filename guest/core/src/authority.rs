@@ -142,31 +142,28 @@ pub fn compare_premises(
     changed
 }
 
-/// Cents reserved against a cap by effects other than `effect_id` and not released, and
-/// what `effect_id` itself holds (its latest reservation), if anything.
-pub fn cap_reserved_by_others(s: &Stream, effect_id: &str) -> (u64, Option<u64>) {
-    let mut held: BTreeMap<String, u64> = BTreeMap::new();
+/// The shares held against a cap and not released, by (effect id, payload hash). A share is
+/// keyed by payload too: two payloads racing under one key (a model that changed its mind)
+/// each hold their own, so neither can shrink the other's; the same payload twice is one.
+pub fn cap_shares(s: &Stream) -> BTreeMap<(String, String), u64> {
+    let mut held = BTreeMap::new();
     for e in &s.entries {
-        let id = e
-            .get("effect_id")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
+        let field = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        let key = (field("effect_id"), field("payload_hash"));
         match Stream::state_of(e) {
             "RESERVED" => {
                 held.insert(
-                    id,
+                    key,
                     e.get("amount_cents").and_then(Value::as_u64).unwrap_or(0),
                 );
             }
             "RELEASED" => {
-                held.remove(&id);
+                held.remove(&key);
             }
             _ => {}
         }
     }
-    let mine = held.remove(effect_id);
-    (held.values().sum(), mine)
+    held
 }
 
 pub fn cap_fits(cap: &Cap, others: u64) -> bool {

@@ -740,7 +740,7 @@ impl Gate {
             return self.advance(j, now_ms, op, ctx);
         }
         if let Some(cap) = ctx.proposal.cap.clone() {
-            match self.reserve_cap(j, now_ms, &ctx.id, &cap)? {
+            match self.reserve_cap(j, now_ms, &ctx, &cap)? {
                 Some(reserved_by_others) => {
                     let mut c = Map::new();
                     c.insert("name".into(), cap.name.into());
@@ -768,6 +768,8 @@ impl Gate {
         batch.push(("DISPATCHED", fields!("attempt" => attempt, "claim_until_ms" => claim_until, "idempotency_key" => ctx.id.clone())));
         match ctx.stream.append(j, batch, now_ms, true, true) {
             Ok(()) => self.remember(&ctx.stream),
+            // A share this worker reserved stays: the same payload's winner holds the same
+            // share, and another payload's is found stale once that payload is recorded.
             Err(JournalError::Conflict(_)) => return self.lost_race(j, now_ms, op, &ctx),
             Err(e) => return Err(e.into()),
         }
@@ -824,23 +826,24 @@ impl Gate {
         &mut self,
         j: &mut dyn Journal,
         now_ms: u64,
-        id: &str,
+        ctx: &Ctx,
         cap: &proposal::Cap,
     ) -> Result<Option<u64>, GateError> {
         let name = cap_stream(&cap.name);
+        let payload = ctx.proposal.payload_hash();
         for _ in 0..CAS_RETRIES {
             let mut s = self.load(j, &name)?;
-            let (others, mine) = authority::cap_reserved_by_others(&s, id);
-            // A reservation of this effect id counts as this send's only for the same
-            // amount; another amount (a payload re-decided after a crash) is checked and
-            // reserved anew, superseding it.
-            if mine == Some(cap.amount_cents) {
+            let mut shares = authority::cap_shares(&s);
+            self.drop_stale_shares(j, &mut shares)?;
+            let mine = shares.remove(&(ctx.id.clone(), payload.clone()));
+            let others: u64 = shares.values().sum();
+            if mine.is_some() {
                 return Ok(Some(others));
             }
             if !authority::cap_fits(cap, others) {
                 return Ok(None);
             }
-            let f = fields!("effect_id" => id, "amount_cents" => cap.amount_cents, "limit_cents" => cap.limit_cents);
+            let f = fields!("effect_id" => ctx.id.clone(), "payload_hash" => payload.clone(), "amount_cents" => cap.amount_cents, "limit_cents" => cap.limit_cents);
             // Not durable by itself: the effect's durable batch right after covers it.
             match s.append(j, vec![("RESERVED", f)], now_ms, false, false) {
                 Ok(()) => {
@@ -857,6 +860,35 @@ impl Gate {
         )))
     }
 
+    /// A share whose effect is recorded with another payload can never be sent (that key
+    /// now refuses it as a conflicting payload): it no longer counts. Only effects holding
+    /// shares under two payloads are looked up, which is rare.
+    fn drop_stale_shares(
+        &mut self,
+        j: &mut dyn Journal,
+        shares: &mut BTreeMap<(String, String), u64>,
+    ) -> Result<(), GateError> {
+        let mut ids: Vec<&String> = shares.keys().map(|(id, _)| id).collect();
+        ids.sort();
+        let contested: Vec<String> = ids
+            .windows(2)
+            .filter(|w| w[0] == w[1])
+            .map(|w| w[0].clone())
+            .collect();
+        for id in contested {
+            let stream = self.load(j, &effect_stream(&id))?;
+            if let Some(recorded) = stream
+                .entries
+                .first()
+                .and_then(|e| e.get("payload_hash"))
+                .and_then(Value::as_str)
+            {
+                shares.retain(|(sid, p), _| *sid != id || p == recorded);
+            }
+        }
+        Ok(())
+    }
+
     fn release_cap(
         &mut self,
         j: &mut dyn Journal,
@@ -867,19 +899,18 @@ impl Gate {
             return Ok(());
         };
         let name = cap_stream(&cap.name);
+        let payload = ctx.proposal.payload_hash();
         for _ in 0..CAS_RETRIES {
             let mut s = self.load(j, &name)?;
-            if authority::cap_reserved_by_others(&s, &ctx.id).1.is_none() {
+            if !authority::cap_shares(&s).contains_key(&(ctx.id.clone(), payload.clone())) {
                 return Ok(());
             }
-            match s.append(
-                j,
-                vec![("RELEASED", fields!("effect_id" => ctx.id.clone()))],
-                now_ms,
-                false,
-                false,
-            ) {
-                Ok(()) => return Ok(()),
+            let f = fields!("effect_id" => ctx.id.clone(), "payload_hash" => payload.clone());
+            match s.append(j, vec![("RELEASED", f)], now_ms, false, false) {
+                Ok(()) => {
+                    self.remember(&s);
+                    return Ok(());
+                }
                 Err(JournalError::Conflict(_)) => continue,
                 Err(e) => return Err(e.into()),
             }

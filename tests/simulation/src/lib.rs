@@ -50,7 +50,9 @@ pub const KNOWN_CORE_BUGS: &[&str] = &[];
 // D cap_released_while_executed_unknown: a REFUSED whose send may have landed keeps its cap share.
 // E torn_close_hides_open_effect: PROPOSED is appended alone (open) before a fresh effect's end.
 // F outcome_reported_from_unsynced_entry: replays sync the journal before reporting.
-// G cap_reservation_of_another_payload: a reservation counts as this send's only at its amount.
+// G cap_reservation_of_another_payload: cap shares are keyed by effect id and payload hash, so
+//   another payload under the same key neither reuses nor replaces a share; a share whose
+//   effect is recorded with another payload is stale and no longer counts.
 
 #[derive(Clone, Debug)]
 pub struct Violation {
