@@ -37,7 +37,7 @@ pub const DEDUPE_WINDOW_MS: u64 = 24 * 3600 * 1000;
 const STATE_VERSION: u32 = 1;
 
 /// What the refund API can do for a caller recovering from a crash.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Tier {
     /// Same idempotency key within the window returns the first refund.
     pub dedupes: bool,
@@ -61,6 +61,11 @@ impl Tier {
         dedupes: false,
         lookup: false,
     };
+    /// Dedupes and offers lookup (F10).
+    pub const ONE_LOOKUP: Tier = Tier {
+        dedupes: true,
+        lookup: true,
+    };
 
     /// Parses `"1"`, `"2"`, `"3"` or `"1+lookup"` (surrounding whitespace ignored).
     pub fn parse(s: &str) -> Result<Tier, Error> {
@@ -68,10 +73,7 @@ impl Tier {
             "1" => Ok(Tier::ONE),
             "2" => Ok(Tier::TWO),
             "3" => Ok(Tier::THREE),
-            "1+lookup" => Ok(Tier {
-                dedupes: true,
-                lookup: true,
-            }),
+            "1+lookup" => Ok(Tier::ONE_LOOKUP),
             _ => Err(Error::BadTier(s.to_string())),
         }
     }

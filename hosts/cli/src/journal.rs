@@ -78,77 +78,45 @@ pub fn file_error(e: FileError) -> JournalError {
     }
 }
 
-impl JournalStore for FileJournal {
-    fn append(
-        &mut self,
-        stream: &str,
-        expected_length: u64,
-        entries: &[String],
-        durable: bool,
-        open: bool,
-    ) -> Result<(), JournalError> {
-        FileJournal::append(self, stream, expected_length, entries, durable, open)
-            .map_err(file_error)
-    }
-
-    fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
-        FileJournal::read(self, stream, start).map_err(file_error)
-    }
-
-    fn length(&self, stream: &str) -> Result<u64, JournalError> {
-        FileJournal::try_length(self, stream).map_err(file_error)
-    }
-
-    fn open_streams(&self) -> Result<Vec<String>, JournalError> {
-        Ok(FileJournal::open_streams(self))
-    }
-
-    fn streams(&self) -> Result<Vec<String>, JournalError> {
-        FileJournal::try_streams(self).map_err(file_error)
-    }
-
-    fn sync(&mut self) -> Result<(), JournalError> {
-        FileJournal::sync(self).map_err(file_error)
-    }
+/// The file backend, single-handed (`FileJournal`) or shared by threads with group commit
+/// (`SharedFileJournal`: one [`crate::GateHost`] per thread or per submit in flight, each
+/// with a clone, so the send path's one durable write costs a fraction of an fsync under
+/// load). Both have the same operations; `length`/`streams` are the fallible forms.
+macro_rules! file_store {
+    ($ty:ty, $length:ident, $streams:ident) => {
+        impl JournalStore for $ty {
+            fn append(
+                &mut self,
+                stream: &str,
+                expected_length: u64,
+                entries: &[String],
+                durable: bool,
+                open: bool,
+            ) -> Result<(), JournalError> {
+                <$ty>::append(self, stream, expected_length, entries, durable, open)
+                    .map_err(file_error)
+            }
+            fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
+                <$ty>::read(self, stream, start).map_err(file_error)
+            }
+            fn length(&self, stream: &str) -> Result<u64, JournalError> {
+                <$ty>::$length(self, stream).map_err(file_error)
+            }
+            fn open_streams(&self) -> Result<Vec<String>, JournalError> {
+                Ok(<$ty>::open_streams(self))
+            }
+            fn streams(&self) -> Result<Vec<String>, JournalError> {
+                <$ty>::$streams(self).map_err(file_error)
+            }
+            fn sync(&mut self) -> Result<(), JournalError> {
+                <$ty>::sync(self).map_err(file_error)
+            }
+        }
+    };
 }
 
-/// One file journal for concurrent gate instances (one [`crate::GateHost`] per thread or
-/// per submit in flight, each with a clone): compare-and-append under one lock, and
-/// durable appends from every thread sharing each `fdatasync` (group commit), so the
-/// send path's one durable write costs a fraction of an fsync under load.
-impl JournalStore for SharedFileJournal {
-    fn append(
-        &mut self,
-        stream: &str,
-        expected_length: u64,
-        entries: &[String],
-        durable: bool,
-        open: bool,
-    ) -> Result<(), JournalError> {
-        SharedFileJournal::append(self, stream, expected_length, entries, durable, open)
-            .map_err(file_error)
-    }
-
-    fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
-        SharedFileJournal::read(self, stream, start).map_err(file_error)
-    }
-
-    fn length(&self, stream: &str) -> Result<u64, JournalError> {
-        SharedFileJournal::length(self, stream).map_err(file_error)
-    }
-
-    fn open_streams(&self) -> Result<Vec<String>, JournalError> {
-        Ok(SharedFileJournal::open_streams(self))
-    }
-
-    fn streams(&self) -> Result<Vec<String>, JournalError> {
-        SharedFileJournal::streams(self).map_err(file_error)
-    }
-
-    fn sync(&mut self) -> Result<(), JournalError> {
-        SharedFileJournal::sync(self).map_err(file_error)
-    }
-}
+file_store!(FileJournal, try_length, try_streams);
+file_store!(SharedFileJournal, length, streams);
 
 /// An in-memory journal for tests. Clones share one journal, so a test can drop a
 /// "crashed" host and start a fresh one on the same entries. Every append counts as

@@ -28,31 +28,9 @@
 use interlock_core::recovery::{decide, Action, Claim, Dedupe, Inputs, Lookup, Recheck};
 use stateright::{Model, Property};
 
-/// The target service's abilities (FAULTS.md, "The payments service, by tier").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Tier {
-    pub dedupes: bool,
-    pub lookup: bool,
-}
-
-impl Tier {
-    pub const ONE: Tier = Tier {
-        dedupes: true,
-        lookup: false,
-    };
-    pub const TWO: Tier = Tier {
-        dedupes: false,
-        lookup: true,
-    };
-    pub const THREE: Tier = Tier {
-        dedupes: false,
-        lookup: false,
-    };
-    pub const ONE_LOOKUP: Tier = Tier {
-        dedupes: true,
-        lookup: true,
-    };
-}
+/// The target service's abilities: the simulated service's own tiers (FAULTS.md, "The
+/// payments service, by tier").
+pub use interlock_payments_sim::Tier;
 
 /// How much the environment may do in one behaviour.
 #[derive(Clone, Copy, Debug)]
@@ -121,33 +99,11 @@ pub struct Stream {
 }
 
 /// What one operation knows (the gate's `Ctx`): the snapshot it loaded, and what it learned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Op {
     pub snap: Stream,
     pub lookup: Lookup,
     pub recheck: Recheck,
-}
-
-// The core's table enums derive no `Hash` (guest/core is not ours to change), so an
-// operation hashes them by their position in the table's own order.
-impl std::hash::Hash for Op {
-    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
-        self.snap.hash(h);
-        let lookup: u8 = match self.lookup {
-            Lookup::Unavailable => 0,
-            Lookup::NotAsked => 1,
-            Lookup::Found => 2,
-            Lookup::NotFound => 3,
-            Lookup::Failed => 4,
-        };
-        let recheck: u8 = match self.recheck {
-            Recheck::NotDone => 0,
-            Recheck::Holds => 1,
-            Recheck::Fails => 2,
-            Recheck::ReadFailed => 3,
-        };
-        (lookup, recheck).hash(h);
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
