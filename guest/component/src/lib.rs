@@ -144,6 +144,7 @@ same_enum!(core_::Reason => ty::Reason {
     ConflictingPayload, LeaseMissing, LeaseExpired, LeaseRevoked, NotAllowed, PremiseChanged,
     ApprovalMissing, ApprovalExpired, ApprovalRevoked, ApprovalStale, CapExceeded, TargetRejected,
     NoDedupeNoLookup, DedupeWindowPassed, ClaimLive, ReadFailed, TargetUnavailable,
+    TargetUnroutable,
 });
 same_enum!(core_::ProblemKind => g::ProblemKind { HashMismatch, BrokenLink, BadSeq, Unparsable, Truncated });
 
@@ -292,6 +293,9 @@ impl g::Guest for Component {
         with_gate(|gate, j, now| gate.recover(j, now, &effect))
             .map(step)
             .map_err(err)
+    }
+    fn set_routes(targets: Vec<String>) {
+        with_gate(|gate, _, _| gate.set_routes(targets))
     }
     fn grant_lease(lease: String, expires_at_ms: u64) -> Result<(), g::GateError> {
         with_gate(|gate, j, now| gate.grant_lease(j, now, &lease, expires_at_ms)).map_err(err)

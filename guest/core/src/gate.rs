@@ -4,7 +4,7 @@
 //! path: the recovery table ([`crate::recovery::decide`]) picks each next action from what
 //! the operation knows so far, so there is exactly one place where "may I send?" is
 //! answered. Everything that must precede a send goes to the journal in one durable batch.
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec;
@@ -16,7 +16,7 @@ use crate::canon::{canonical, effect_id_for, is_effect_id};
 use crate::entry::Stream;
 use crate::fields;
 use crate::journal::{Journal, JournalError};
-use crate::proposal::{self, field_err, object, parse_json, Authority, Proposal};
+use crate::proposal::{self, field_err, object, parse_input, parse_json, Authority, Proposal};
 use crate::receipt::{self, VerifyReport};
 use crate::recovery::{decide, Action, Claim, Dedupe, Inputs, Lookup, Recheck};
 use crate::types::*;
@@ -84,6 +84,8 @@ pub struct Gate {
     /// head: the gate acts on entries it verified, without re-hashing history per call.
     /// `verify` and receipts always re-read storage in full.
     streams: BTreeMap<String, Stream>,
+    /// The targets the host can perform steps for; `None` until it says (every target).
+    routes: Option<BTreeSet<String>>,
 }
 
 fn done(op: u64, o: Outcome) -> Step {
@@ -199,6 +201,17 @@ impl Gate {
         self.ops.len()
     }
 
+    /// The targets this host can reach. An operation on an effect of another target asks
+    /// nothing and writes nothing (`target_unroutable`): a host that cannot reach a target
+    /// must not answer for it, or an effect whose send landed could be closed as refused.
+    pub fn set_routes(&mut self, targets: impl IntoIterator<Item = String>) {
+        self.routes = Some(targets.into_iter().collect());
+    }
+
+    fn routes(&self, target: &str) -> bool {
+        self.routes.as_ref().is_none_or(|r| r.contains(target))
+    }
+
     pub fn effect_id_of(&self, proposal: &str) -> Result<String, GateError> {
         Ok(Proposal::parse(proposal)?.effect_id())
     }
@@ -234,9 +247,26 @@ impl Gate {
                 return Ok(done(op, self.replay(j, &id, &stream)?));
             }
             // Left open by a crash: this submit recovers it, under the recorded decision.
-            return self.advance(j, now_ms, op, Ctx::new(id, recorded, stream));
+            return self.start(j, now_ms, op, Ctx::new(id, recorded, stream));
         }
-        self.advance(j, now_ms, op, Ctx::new(id, p, stream))
+        self.start(j, now_ms, op, Ctx::new(id, p, stream))
+    }
+
+    /// The first step of an operation on an effect that is not closed.
+    fn start(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        ctx: Ctx,
+    ) -> Result<Step, GateError> {
+        if !self.routes(&ctx.proposal.target.name) {
+            return Ok(done(
+                op,
+                open_outcome(&ctx, Reason::TargetUnroutable, now_ms),
+            ));
+        }
+        self.advance(j, now_ms, op, ctx)
     }
 
     pub fn recover(
@@ -262,7 +292,7 @@ impl Gate {
         }
         let p = Proposal::parse(&canonical(first.get("proposal").unwrap_or(&Value::Null)))
             .map_err(|e| GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name)))?;
-        self.advance(j, now_ms, op, Ctx::new(effect_id.into(), p, stream))
+        self.start(j, now_ms, op, Ctx::new(effect_id.into(), p, stream))
     }
 
     pub fn open_effects(&self, j: &mut dyn Journal) -> Result<Vec<String>, GateError> {
@@ -289,7 +319,7 @@ impl Gate {
             .ok_or(GateError::UnknownOperation(op))?;
         let expected = match waiting {
             Waiting::Capture => "captured or failed",
-            Waiting::Authorize => "allowed",
+            Waiting::Authorize => "allowed or failed",
             Waiting::Apply { .. } => "applied, rejected or unknown",
             Waiting::Query => "found, not-found or failed",
         };
@@ -302,7 +332,9 @@ impl Gate {
         };
         match (waiting, reply) {
             (Waiting::Capture, Reply::Captured(text)) => {
-                let fresh = match parse_json(&text).and_then(|v| object(&v, "/captured").cloned()) {
+                let fresh = match parse_input(&text, "/captured")
+                    .and_then(|v| object(&v, "/captured").cloned())
+                {
                     Ok(m) => m,
                     Err(e) => {
                         self.ops.insert(op, Op { ctx, waiting });
@@ -316,6 +348,12 @@ impl Gate {
                 self.advance(j, now_ms, op, ctx)
             }
             (Waiting::Capture, Reply::Failed(_)) => {
+                ctx.recheck = Recheck::ReadFailed;
+                self.advance(j, now_ms, op, ctx)
+            }
+            (Waiting::Authorize, Reply::Failed(_)) => {
+                // A check that could not be made is not a "no": an effect whose send may
+                // have landed must not be closed on it.
                 ctx.recheck = Recheck::ReadFailed;
                 self.advance(j, now_ms, op, ctx)
             }
@@ -1058,7 +1096,7 @@ impl Gate {
         now_ms: u64,
         approval: &str,
     ) -> Result<(), GateError> {
-        let v = parse_json(approval)?;
+        let v = parse_input(approval, "")?;
         let m = object(&v, "")?;
         let id = proposal::name(m.get("approval"), "/approval")?;
         let approver = proposal::name(m.get("approver"), "/approver")?;

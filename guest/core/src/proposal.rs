@@ -65,6 +65,62 @@ pub fn parse_json(text: &str) -> Result<Value, GateError> {
     serde_json::from_str(text).map_err(|e| GateError::InvalidJson(e.to_string()))
 }
 
+/// The largest integer every JSON reader carries exactly (I-JSON, RFC 7493: 2^53 - 1).
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
+/// A decision input (a proposal, an approval, captured premises): JSON whose numbers all
+/// round-trip exactly. A number past 2^53 - 1 would reach a JS or Python host, or a
+/// JCS hasher, as a nearby float: a different amount than the one decided, and two
+/// different amounts could compare equal. It is refused at `root` + the pointer to it.
+pub fn parse_input(text: &str, root: &str) -> Result<Value, GateError> {
+    let v = parse_json(text)?;
+    check_safe_numbers(&v, &mut String::from(root))?;
+    Ok(v)
+}
+
+fn check_safe_numbers(v: &Value, at: &mut String) -> Result<(), GateError> {
+    match v {
+        Value::Number(n) => {
+            let safe = match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => u <= MAX_SAFE_INTEGER,
+                (None, Some(i)) => i.unsigned_abs() <= MAX_SAFE_INTEGER,
+                _ => n
+                    .as_f64()
+                    .is_some_and(|f| f.abs() <= MAX_SAFE_INTEGER as f64),
+            };
+            if !safe {
+                return Err(field_err(
+                    if at.is_empty() { "/" } else { at },
+                    format!(
+                        "{n} is outside the range JSON carries exactly (±{MAX_SAFE_INTEGER}); \
+                         send a larger number as a string"
+                    ),
+                ));
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = at.len();
+                at.push_str(&format!("/{i}"));
+                check_safe_numbers(item, at)?;
+                at.truncate(len);
+            }
+        }
+        Value::Object(m) => {
+            for (k, item) in m {
+                let len = at.len();
+                // JSON pointer escaping (RFC 6901).
+                at.push('/');
+                at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                check_safe_numbers(item, at)?;
+                at.truncate(len);
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 pub fn field_err(field: &str, problem: impl Into<String>) -> GateError {
     GateError::InvalidField {
         field: field.to_string(),
@@ -137,7 +193,7 @@ const FIELDS: &[&str] = &[
 
 impl Proposal {
     pub fn parse(text: &str) -> Result<Proposal, GateError> {
-        let v = parse_json(text)?;
+        let v = parse_input(text, "")?;
         let m = object(&v, "")?;
         if let Some(k) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
             // A misspelled field ("premise") must not silently drop a safety check.
@@ -394,5 +450,23 @@ mod tests {
             Proposal::parse(&big),
             Err(GateError::TooLarge(MAX_INPUT_BYTES as u64))
         );
+    }
+
+    #[test]
+    fn numbers_past_the_safe_range_are_refused_where_they_are() {
+        let at = |amount: &str| field_of(&OK.replace("2000", amount));
+        assert_eq!(at("18446744073709551617"), "/effect/amount_cents");
+        assert_eq!(at("18446744073709551616"), "/effect/amount_cents");
+        assert_eq!(at("9007199254740992"), "/effect/amount_cents");
+        assert_eq!(at("-9007199254740992"), "/effect/amount_cents");
+        assert_eq!(at("1.8446744073709552e19"), "/effect/amount_cents");
+        for fine in ["9007199254740991", "-9007199254740991", "12.5", "0", "-3"] {
+            assert!(Proposal::parse(&OK.replace("2000", fine)).is_ok(), "{fine}");
+        }
+        let nested = OK.replace(
+            r#""eligible":true"#,
+            r#""eligible":true,"a/b":[1,{"~x":9007199254740993}]"#,
+        );
+        assert_eq!(field_of(&nested), "/premises/a~1b/1/~0x");
     }
 }

@@ -65,6 +65,7 @@ spelled!(
         ClaimLive = "claim_live",
         ReadFailed = "read_failed",
         TargetUnavailable = "target_unavailable",
+        TargetUnroutable = "target_unroutable",
     }
 );
 

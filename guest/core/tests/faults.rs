@@ -1,4 +1,4 @@
-//! The fault catalogue (../shared/FAULTS.md) against the core, natively: an in-memory
+//! The fault catalogue (docs/FAULTS.md) against the core, natively: an in-memory
 //! journal, the simulated payments service, and a crash modelled as dropping the Gate
 //! (everything it held in memory is lost; the journal and the service remain).
 use interlock_core::{
@@ -502,6 +502,130 @@ fn a_failed_premise_read_at_recovery_keeps_the_effect_open() {
     assert_eq!(w.gate.open_effects(&mut w.j).unwrap(), vec![id]);
     assert_eq!(w.recover_all()[0].state, State::Committed);
     assert_eq!(w.refunded(), 2000);
+}
+
+/// Issue 11: a host check that throws is not a "no". At recovery of an effect whose send
+/// landed, it must leave the effect open, not close it REFUSED `not_allowed`.
+#[test]
+fn a_host_check_that_could_not_be_made_keeps_the_effect_open() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        let mut p = w.proposal(2000);
+        p["authority"]["host_check"] = json!(true);
+        let text = p.to_string();
+        // At submit: nothing is recorded, nothing sent.
+        let s = w.gate.submit(&mut w.j, w.now, &text).unwrap();
+        assert!(matches!(s.ask, Ask::Authorize { .. }), "{tier:?}");
+        let before = w.j.log.len();
+        let s = w
+            .gate
+            .resume(
+                &mut w.j,
+                w.now,
+                s.op,
+                Reply::Failed("policy service down".into()),
+            )
+            .unwrap();
+        match s.ask {
+            Ask::Done(o) => assert_eq!(
+                (o.state, o.reason, o.executed),
+                (State::Proposed, Some(Reason::ReadFailed), Executed::No)
+            ),
+            x => panic!("{tier:?}: went on after a failed check: {x:?}"),
+        }
+        assert_eq!(w.j.log.len(), before);
+        // The send lands, the reply is lost; at recovery the check fails again.
+        w.submit_text(&text, Some(Crash::AfterCommit));
+        w.restart();
+        let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+        let before = w.j.log.len();
+        let mut s = w.gate.recover(&mut w.j, w.now, &id).unwrap();
+        if let Ask::Query { .. } = s.ask {
+            // A lookup proves the send and commits before any check: nothing to judge.
+            assert_eq!(w.drive(s, None).unwrap().state, State::Committed);
+            continue;
+        }
+        assert!(
+            matches!(s.ask, Ask::Authorize { .. }),
+            "{tier:?}: {:?}",
+            s.ask
+        );
+        s = w
+            .gate
+            .resume(
+                &mut w.j,
+                w.now,
+                s.op,
+                Reply::Failed("policy service down".into()),
+            )
+            .unwrap();
+        match s.ask {
+            Ask::Done(o) => assert_eq!(
+                (o.state, o.reason, o.executed),
+                (
+                    State::Dispatched,
+                    Some(Reason::ReadFailed),
+                    Executed::Unknown
+                ),
+                "{tier:?}"
+            ),
+            x => panic!("{tier:?}: went on after a failed check: {x:?}"),
+        }
+        assert_eq!(w.j.log.len(), before, "{tier:?}: wrote on a failed check");
+        let o = &w.recover_all()[0];
+        assert!(o.state != State::Refused, "{tier:?}: {o:?}");
+        assert_eq!(w.refunded(), 2000, "{tier:?}");
+    }
+}
+
+/// Issue 11: a host that cannot reach an effect's target must leave it open, asking and
+/// writing nothing, whatever the recovery table would do next; a closed effect still
+/// reports its outcome.
+#[test]
+fn an_unroutable_target_leaves_the_effect_open_and_untouched() {
+    for tier in tiers() {
+        let mut w = World::new(tier);
+        w.submit(2000, Some(Crash::AfterCommit));
+        w.restart();
+        w.gate.set_routes(["email".to_string()]);
+        let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+        let before = w.j.log.len();
+        for _ in 0..2 {
+            let s = w.gate.recover(&mut w.j, w.now, &id).unwrap();
+            match s.ask {
+                Ask::Done(o) => assert_eq!(
+                    (o.state, o.reason, o.executed),
+                    (
+                        State::Dispatched,
+                        Some(Reason::TargetUnroutable),
+                        Executed::Unknown
+                    ),
+                    "{tier:?}"
+                ),
+                x => panic!("{tier:?}: asked a host that cannot route it: {x:?}"),
+            }
+            // A submit of the same request is no back door.
+            let p = w.proposal(2000).to_string();
+            let s = w.gate.submit(&mut w.j, w.now, &p).unwrap();
+            assert!(
+                matches!(s.ask, Ask::Done(ref o) if o.reason == Some(Reason::TargetUnroutable))
+            );
+        }
+        assert_eq!(
+            w.j.log.len(),
+            before,
+            "{tier:?}: wrote for an unroutable target"
+        );
+        w.gate
+            .set_routes(["email".to_string(), "payments".to_string()]);
+        let o = &w.recover_all()[0];
+        assert_eq!(w.refunded(), 2000, "{tier:?}");
+        assert!(o.state.is_terminal(), "{tier:?}: {o:?}");
+        // Closed now: reported again even by a host that routes nothing.
+        w.gate.set_routes(Vec::<String>::new());
+        let s = w.gate.recover(&mut w.j, w.now, &id).unwrap();
+        assert!(matches!(s.ask, Ask::Done(ref r) if r.state == o.state && r.replayed));
+    }
 }
 
 #[test]
