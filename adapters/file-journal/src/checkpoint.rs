@@ -443,7 +443,7 @@ pub(crate) fn write(
     };
 
     let tmp = dir.join(format!("{INDEX_FILE}.tmp"));
-    let file = OpenOptions::new()
+    let file = crate::owner_only()
         .write(true)
         .create(true)
         .truncate(true)

@@ -323,9 +323,27 @@ impl fmt::Debug for FileJournal {
     }
 }
 
+/// Options for a file this backend creates: readable by its owner only, since a journal
+/// holds customers' orders, amounts and premises (as databases keep their data files).
+pub(crate) fn owner_only() -> OpenOptions {
+    let mut o = OpenOptions::new();
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
+    o
+}
+
+/// Creates `dir` (and missing parents) readable by its owner only.
+fn create_dir_owner_only(dir: &Path) -> io::Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir)
+}
+
 /// Takes the directory's lock (creating the lock file if needed).
 fn lock(dir: &Path) -> Result<File, Error> {
-    let lock = OpenOptions::new()
+    let lock = owner_only()
         .read(true)
         .write(true)
         .create(true)
@@ -357,14 +375,14 @@ impl FileJournal {
     /// and [`Error::Corrupt`] if a complete line is not a valid entry.
     pub fn open(dir: &Path) -> Result<Self, Error> {
         if !dir.is_dir() {
-            std::fs::create_dir_all(dir)?;
+            create_dir_owner_only(dir)?;
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
                 sync_dir(parent)?;
             }
         }
         let lock = lock(dir)?;
         let path = dir.join(JOURNAL_FILE);
-        let mut options = OpenOptions::new();
+        let mut options = owner_only();
         options.read(true).append(true);
         let file = match options.clone().create_new(true).open(&path) {
             Ok(file) => {
@@ -787,7 +805,7 @@ fn create_side_file(dir: &Path, offset: u64) -> io::Result<(File, PathBuf)> {
             format!("{TORN_PREFIX}{offset}.{attempt}")
         };
         let path = dir.join(name);
-        match OpenOptions::new().write(true).create_new(true).open(&path) {
+        match owner_only().write(true).create_new(true).open(&path) {
             Ok(file) => return Ok((file, path)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(e),

@@ -670,3 +670,31 @@ fn threads_share_fsyncs_and_lose_nothing() {
         assert_eq!(j.read(&s, 0).unwrap(), entries(&s, 0, EACH, true));
     }
 }
+
+/// Issue 11: a journal holds customers' orders and amounts; every host creates it owner-only.
+#[cfg(unix)]
+#[test]
+fn the_journal_is_created_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    let (_tmp, dir) = setup();
+    let nested = dir.join("a").join("b");
+    let mut j = FileJournal::open(&nested).unwrap();
+    j.append("a", 0, &entries("a", 0, 2, true), true, true)
+        .unwrap();
+    j.checkpoint().unwrap();
+    drop(j);
+    assert_eq!(mode(&dir), 0o700, "a created parent");
+    assert_eq!(mode(&nested), 0o700);
+    for f in [JOURNAL_FILE, LOCK_FILE, INDEX_FILE] {
+        assert_eq!(mode(&nested.join(f)), 0o600, "{f}");
+    }
+    // The side file a repair saves torn bytes to.
+    let mut f = OpenOptions::new()
+        .append(true)
+        .open(nested.join(JOURNAL_FILE))
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"{\"torn").unwrap();
+    let saved = FileJournal::repair(&nested).unwrap().saved_to.unwrap();
+    assert_eq!(mode(&saved), 0o600);
+}
