@@ -1,7 +1,7 @@
 //! The fuzz harnesses, as a library: the cargo-fuzz targets (fuzz_targets/) call these, and
 //! tests/regressions.rs replays every input kept in regressions/ in a plain `cargo test`.
 //!
-//! The rule under test is invariant 8 of ARCHITECTURE.md: every input problem is a typed
+//! The rule under test is invariant 10 of ARCHITECTURE.md: every input problem is a typed
 //! error, never a panic (in the component a panic is a trap). So a harness only drives the
 //! code and ignores the errors; a panic anywhere is the finding.
 use std::path::PathBuf;
