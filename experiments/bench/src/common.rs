@@ -41,6 +41,9 @@ pub fn proposal(n: u64) -> String {
 pub struct NullTarget;
 
 impl Targets for NullTarget {
+    fn routes(&self) -> Vec<String> {
+        vec!["payments".into()]
+    }
     fn capture(&mut self, _: &CaptureRequest) -> Reply {
         Reply::Captured(PREMISES.into())
     }

@@ -96,13 +96,19 @@ struct Task {
     last: Option<Value>,
 }
 
-/// The payments target with a switch that makes the next premise reads fail.
+/// The payments target with switches that make the next premise reads or host checks
+/// fail, and the targets the current process routes (`None`: all of them).
 struct World {
     target: PaymentsTarget,
     failing_reads: u32,
+    failing_checks: u32,
+    routes: Option<Vec<String>>,
 }
 
 impl Targets for World {
+    fn routes(&self) -> Vec<String> {
+        self.routes.clone().unwrap_or_else(|| self.target.routes())
+    }
     fn capture(&mut self, req: &CaptureRequest) -> Reply {
         if self.failing_reads > 0 {
             self.failing_reads -= 1;
@@ -110,8 +116,12 @@ impl Targets for World {
         }
         self.target.capture(req)
     }
-    fn authorize(&mut self, req: &AuthorizeRequest) -> Reply {
-        self.target.authorize(req)
+    fn authorize(&mut self, _: &AuthorizeRequest) -> Reply {
+        if self.failing_checks > 0 {
+            self.failing_checks -= 1;
+            return Reply::Failed("check unavailable".into());
+        }
+        Reply::Allowed(true)
     }
     fn apply(&mut self, req: &ApplyRequest) -> Reply {
         self.target.apply(req)
@@ -197,6 +207,7 @@ fn reason_name(r: Reason) -> &'static str {
         Reason::ClaimLive => "claim_live",
         Reason::ReadFailed => "read_failed",
         Reason::TargetUnavailable => "target_unavailable",
+        Reason::TargetUnroutable => "target_unroutable",
     }
 }
 
@@ -333,6 +344,10 @@ impl Run<'_> {
     }
 
     fn restart(&mut self, step: &Value) -> Result<()> {
+        self.world.routes = match step.get("routes") {
+            None => None,
+            Some(r) => Some(serde_json::from_value(r.clone()).context("restart.routes")?),
+        };
         self.worker = Some(self.fresh_host()?);
         let host = self.worker.as_mut().expect("just set");
         let crash = match step.get("crash").and_then(Value::as_str) {
@@ -443,10 +458,13 @@ impl Run<'_> {
             .get("key")
             .and_then(Value::as_str)
             .unwrap_or(DEFAULT_KEY);
-        let authority = match step.get("approval").and_then(Value::as_str) {
+        let mut authority = match step.get("approval").and_then(Value::as_str) {
             Some(a) => json!({"approval": a}),
             None => json!({"lease": LEASE}),
         };
+        if step.get("host_check") == Some(&Value::Bool(true)) {
+            authority["host_check"] = json!(true);
+        }
         let mut p = json!({
             "agent": "refund-agent",
             "target": {"name": "payments", "dedupes": self.tier.dedupes, "lookup": self.tier.lookup,
@@ -540,6 +558,7 @@ impl Run<'_> {
             }
             "advance" => self.clock.advance(u64_field(step, "ms")?),
             "fail_reads" => self.world.failing_reads = u64_field(step, "count")? as u32,
+            "fail_checks" => self.world.failing_checks = u64_field(step, "count")? as u32,
             "submit_raw" => {
                 let before = self.journal_sha256()?;
                 let want = str_field(step, "expect_error")?;
@@ -623,6 +642,8 @@ pub fn run(runtime: &Runtime, v: &Vector, workdir: &Path) -> Result<RunReport> {
         world: World {
             target: PaymentsTarget::new(payments, clock.clone()),
             failing_reads: 0,
+            failing_checks: 0,
+            routes: None,
         },
         worker: None,
         tasks: BTreeMap::new(),

@@ -101,6 +101,8 @@ pub struct GateHost {
     clock: Clock,
     crash: Option<(CrashPoint, CrashAction)>,
     claim_wait: ClaimWait,
+    /// What the instance was last told it can route (`set-routes`); `None` until told.
+    routes: Option<Vec<String>>,
 }
 
 impl GateHost {
@@ -125,6 +127,7 @@ impl GateHost {
             clock,
             crash: None,
             claim_wait: ClaimWait::default(),
+            routes: None,
         })
     }
 
@@ -194,8 +197,21 @@ impl GateHost {
         }
     }
 
+    /// Tells the gate which targets `targets` reaches, when that changed.
+    pub fn route(&mut self, targets: &dyn Targets) -> Result<(), Error> {
+        let routes = targets.routes();
+        if self.routes.as_ref() != Some(&routes) {
+            let api = self.api().clone();
+            api.call_set_routes(&mut self.store, &routes)
+                .map_err(trap)?;
+            self.routes = Some(routes);
+        }
+        Ok(())
+    }
+
     /// Gates a proposal (JSON, schema in ARCHITECTURE.md) through to its outcome.
     pub fn submit(&mut self, proposal: &str, targets: &mut dyn Targets) -> Result<Outcome, Error> {
+        self.route(targets)?;
         let first = self.submit_step(proposal)?;
         self.drive(first, targets)
     }
@@ -215,6 +231,7 @@ impl GateHost {
     /// live the gate says so (`dispatched`, `claim-live`, `retry-after-ms`) and this waits
     /// that long and asks again; after [`ClaimWait`] runs out that answer is returned.
     pub fn recover(&mut self, effect: &str, targets: &mut dyn Targets) -> Result<Outcome, Error> {
+        self.route(targets)?;
         let mut polls = 0;
         loop {
             let api = self.api().clone();
@@ -321,7 +338,7 @@ pub fn describe(e: &GateError) -> String {
         GateError::UnknownEffect(id) => format!("no effect {id} in the journal"),
         GateError::UnknownOperation(op) => format!("no operation {op} is in progress"),
         GateError::UnexpectedReply(m) => format!("the reply does not answer the step: {m}"),
-        GateError::Journal(j) => format!("the journal failed (nothing was sent): {}", journal(j)),
+        GateError::Journal(j) => format!("the journal failed (nothing more was sent): {}", journal(j)),
         GateError::CorruptJournal(m) => {
             format!("the journal fails verification, the gate will not act on it: {m}")
         }

@@ -15,6 +15,9 @@ use crate::clock::Clock;
 
 /// Performs the gate's steps against real services, routed by `target` name.
 pub trait Targets {
+    /// The target names this host reaches. The gate asks nothing for any other target and
+    /// leaves such effects open (`target-unroutable`) for a host that reaches them.
+    fn routes(&self) -> Vec<String>;
     fn capture(&mut self, req: &CaptureRequest) -> Reply;
     fn authorize(&mut self, req: &AuthorizeRequest) -> Reply;
     fn apply(&mut self, req: &ApplyRequest) -> Reply;
@@ -44,8 +47,9 @@ impl PaymentsTarget {
         }
     }
 
-    /// Sets the host's authority check. Without one the check answers no: a proposal that
-    /// asks for a host check must not pass because the host forgot to install one.
+    /// Sets the host's authority check. Without one the check cannot be made: the effect
+    /// stays open (`read-failed`). It must not pass because the host forgot to install one,
+    /// nor be closed, since its send may already have landed.
     pub fn with_authorizer(mut self, check: Authorizer) -> PaymentsTarget {
         self.authorizer = Some(check);
         self
@@ -59,11 +63,11 @@ struct RefundEffect {
 }
 
 fn parse_effect(target: &str, effect: &str) -> Result<RefundEffect, String> {
-    if target != PAYMENTS {
-        return Err(format!(
-            "no target adapter named {target:?} (this host has {PAYMENTS:?})"
-        ));
-    }
+    // The gate asks only for the targets in `routes`.
+    assert_eq!(
+        target, PAYMENTS,
+        "the gate asked for a target this host does not route"
+    );
     let v: Value = serde_json::from_str(effect).map_err(|e| format!("effect is not JSON: {e}"))?;
     let order = v.get("order").and_then(Value::as_str);
     let amount = v.get("amount_cents").and_then(Value::as_u64);
@@ -83,6 +87,10 @@ fn refund_json(r: &interlock_payments_sim::Refund) -> String {
 }
 
 impl Targets for PaymentsTarget {
+    fn routes(&self) -> Vec<String> {
+        vec![PAYMENTS.to_string()]
+    }
+
     fn capture(&mut self, req: &CaptureRequest) -> Reply {
         let effect = match parse_effect(&req.target, &req.effect) {
             Ok(e) => e,
@@ -106,7 +114,10 @@ impl Targets for PaymentsTarget {
     }
 
     fn authorize(&mut self, req: &AuthorizeRequest) -> Reply {
-        Reply::Allowed(self.authorizer.as_mut().is_some_and(|check| check(req)))
+        match self.authorizer.as_mut() {
+            Some(check) => Reply::Allowed(check(req)),
+            None => Reply::Failed("this host has no authority check installed".into()),
+        }
     }
 
     fn apply(&mut self, req: &ApplyRequest) -> Reply {

@@ -22,6 +22,9 @@ struct Counting {
 }
 
 impl Targets for Counting {
+    fn routes(&self) -> Vec<String> {
+        vec!["payments".into()]
+    }
     fn capture(&mut self, _: &CaptureRequest) -> Reply {
         Reply::Captured(r#"{"eligible":true}"#.into())
     }

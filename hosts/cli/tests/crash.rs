@@ -21,6 +21,9 @@ struct Recording {
 }
 
 impl Targets for Recording {
+    fn routes(&self) -> Vec<String> {
+        self.payments.routes()
+    }
     fn capture(&mut self, req: &CaptureRequest) -> Reply {
         self.log.push("capture".into());
         self.payments.capture(req)
