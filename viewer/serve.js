@@ -19,27 +19,50 @@ const TYPES = {
   '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png', '.svg': 'image/svg+xml', '.md': 'text/plain; charset=utf-8',
 };
 
+/** The request's path under ROOT, or null when it is not a well-formed path (a bad escape). */
+function requestPath(url) {
+  try {
+    return normalize(decodeURIComponent(new URL(url, 'http://x').pathname)).replace(/^\/+/, '');
+  } catch {
+    return null;
+  }
+}
+
+async function handle(req, res) {
+  let path = requestPath(req.url);
+  if (path === null || path.includes('\0')) {
+    res.writeHead(400, { 'content-type': 'text/plain' }).end('bad request');
+    return;
+  }
+  if (path === '' || path === '.') {
+    res.writeHead(302, { location: '/viewer/' }).end();
+    return;
+  }
+  if (path === 'viewer') path = 'viewer/';
+  if (path.endsWith('/')) path += 'index.html';
+  if (path.includes('..') || !ALLOWED.some((p) => path.startsWith(p)) || path.includes('node_modules')) {
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+    return;
+  }
+  const file = join(ROOT, path);
+  try {
+    if (!(await stat(file)).isFile()) throw new Error('not a file');
+    const body = await readFile(file);
+    res.writeHead(200, { 'content-type': TYPES[extname(path)] ?? 'application/octet-stream', 'cache-control': 'no-cache' }).end(body);
+  } catch {
+    res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
+  }
+}
+
 export function serve({ port = 0, host = '127.0.0.1' } = {}) {
-  const server = createServer(async (req, res) => {
-    let path = normalize(decodeURIComponent(new URL(req.url, 'http://x').pathname)).replace(/^\/+/, '');
-    if (path === '' || path === '.') {
-      res.writeHead(302, { location: '/viewer/' }).end();
-      return;
-    }
-    if (path === 'viewer') path = 'viewer/';
-    if (path.endsWith('/')) path += 'index.html';
-    if (path.includes('..') || !ALLOWED.some((p) => path.startsWith(p)) || path.includes('node_modules')) {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
-      return;
-    }
-    const file = join(ROOT, path);
-    try {
-      if (!(await stat(file)).isFile()) throw new Error('not a file');
-      const body = await readFile(file);
-      res.writeHead(200, { 'content-type': TYPES[extname(path)] ?? 'application/octet-stream', 'cache-control': 'no-cache' }).end(body);
-    } catch {
-      res.writeHead(404, { 'content-type': 'text/plain' }).end('not found');
-    }
+  // A throw in an async handler is an unhandled rejection, which ends the process: one bad
+  // request must never take the page down for everyone else.
+  const server = createServer((req, res) => {
+    handle(req, res).catch((e) => {
+      console.error(`viewer/serve.js: ${req.method} ${req.url}: ${e?.stack ?? e}`);
+      if (res.headersSent) res.destroy();
+      else res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error');
+    });
   });
   return new Promise((ok, fail) => {
     server.once('error', fail);

@@ -78,9 +78,16 @@ export async function runVector(v, env) {
   const payments = await PaymentsService.create(env.payments, v.tier);
   payments.addOrder(ORDER, v.paid_cents ?? PAID_CENTS);
   const journal = new SharedJournal(env.journal);
-  const target = paymentsTarget(payments, clock);
+  // The runner's host check allows, unless `fail_checks` makes it fail.
+  const target = paymentsTarget(payments, clock, { authorizer: () => true });
   const world = {
     failingReads: 0,
+    failingChecks: 0,
+    /** What the current process reaches (`restart.routes`); null: what the target reaches. */
+    routing: null,
+    get routes() {
+      return world.routing ?? target.routes;
+    },
     capture(req) {
       if (world.failingReads > 0) {
         world.failingReads -= 1;
@@ -88,7 +95,13 @@ export async function runVector(v, env) {
       }
       return target.capture(req);
     },
-    authorize: (req) => target.authorize(req),
+    authorize(req) {
+      if (world.failingChecks > 0) {
+        world.failingChecks -= 1;
+        return { tag: 'failed', val: 'check unavailable' };
+      }
+      return target.authorize(req);
+    },
     apply: (req) => target.apply(req),
     query: (req) => target.query(req),
   };
@@ -158,6 +171,7 @@ export async function runVector(v, env) {
         authority: typeof step.approval === 'string' ? { approval: step.approval } : { lease: LEASE },
         premises: premisesNow(),
       };
+      if (step.host_check === true) p.authority.host_check = true;
       for (const extra of ['bounds', 'cap']) if (extra in step) p[extra] = step[extra];
       if (tasks.has(name)) throw new Error(`task ${JSON.stringify(name)} decided twice`);
       tasks.set(name, { proposal: p, finished: false, last: null });
@@ -190,6 +204,10 @@ export async function runVector(v, env) {
       if (step.expect) failures.push(...check(`send ${name}`, got, step.expect));
     },
     async restart(step) {
+      // The new process reaches only `routes` (set-routes, by Gate.recover and submit) until
+      // the next restart.
+      if (step.routes !== undefined && !Array.isArray(step.routes)) throw new Error('restart.routes must be a list of target names');
+      world.routing = step.routes ?? null;
       worker = await freshHost();
       const crash = step.crash ?? null;
       if (crash !== null && crash !== 'in_recovery') throw new Error(`unknown restart crash point ${crash}`);
@@ -281,6 +299,9 @@ export async function runVector(v, env) {
     },
     fail_reads(step) {
       world.failingReads = field(step, 'count');
+    },
+    fail_checks(step) {
+      world.failingChecks = field(step, 'count');
     },
     async submit_raw(step) {
       const before = await journalSha();

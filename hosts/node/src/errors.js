@@ -40,7 +40,7 @@ export class ContentionError extends GateError {}
 
 const CASES = {
   'invalid-json': [InvalidJsonError, (v) => `the input is not JSON: ${v}`],
-  'invalid-field': [InvalidFieldError, (v) => `invalid input at ${v.field}: ${v.problem}`],
+  'invalid-field': [InvalidFieldError, (v) => `invalid input at ${v.field || 'its top level'}: ${v.problem}`],
   'too-large': [TooLargeError, (v) => `the input is larger than ${v} bytes`],
   'unknown-effect': [UnknownEffectError, (v) => `no effect ${v} in the journal`],
   'unknown-operation': [UnknownOperationError, (v) => `no operation ${v} is in progress`],
@@ -58,6 +58,14 @@ export function describeJournalError({ tag, val }) {
     case 'torn-tail': return `torn tail: ${val}`;
     default: return String(val);
   }
+}
+
+/**
+ * The host's own refusal of an input before it reaches the gate (a value JSON cannot carry
+ * as given), with the same type and payload as the gate's: `field` is a JSON pointer.
+ */
+export function invalidField(field, problem) {
+  return gateError({ tag: 'invalid-field', val: { field, problem } });
 }
 
 /** Turns jco's `{ tag, val }` gate error into its typed Error (bigints become numbers). */
@@ -91,6 +99,23 @@ export class JournalLockedError extends JournalError {
     super('other', `journal ${where} is locked by another writer (journal.lock is held)`);
     this.where = where;
   }
+}
+
+/**
+ * A journal location that names a shared journal service (`postgres://`, `sqlite://`,
+ * `file://`, `http://`, ...). Shared journals are not supported yet; a folder (or an
+ * IndexedDB name) is, and a URL is refused rather than taken as a folder's name.
+ */
+export class UnsupportedJournalError extends InterlockError {
+  constructor(where) {
+    super(`journal ${JSON.stringify(where)} is a URL: shared journals (databases, services) are not supported yet; give a folder (Node) or a database name (browser)`);
+    this.where = where;
+  }
+}
+
+/** Throws UnsupportedJournalError when `where` looks like a URL (`scheme://...`). */
+export function refuseJournalUrl(where) {
+  if (typeof where === 'string' && /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(where)) throw new UnsupportedJournalError(where);
 }
 
 /** The journal ends with a partial line: the last write was torn. Run `repair`. */

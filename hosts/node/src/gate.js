@@ -3,7 +3,7 @@
 // authorize, apply, query or done); this loop performs it through `targets` (awaiting,
 // since JS targets are async) and hands the reply back with `resume`. Nothing here decides
 // anything: the loop only routes. This file runs unchanged in Node and in a browser.
-import { JournalError, gateError, GateError } from './errors.js';
+import { JournalError, gateError, GateError, invalidField } from './errors.js';
 
 /** WIT `state` as the journal spells it (upper case). */
 const STATE = (s) => s.toUpperCase();
@@ -11,6 +11,79 @@ const STATE = (s) => s.toUpperCase();
 const REASON = (r) => (r === undefined ? null : r.replaceAll('-', '_'));
 
 const parse = (text) => (text === undefined ? null : JSON.parse(text));
+
+/** `name` as one JSON pointer token (RFC 6901). */
+const token = (name) => String(name).replaceAll('~', '~0').replaceAll('/', '~1');
+
+/**
+ * Why `v` cannot cross as JSON unchanged, or null. JSON.stringify would silently turn NaN and
+ * Infinity into null, drop undefined, functions and symbols, turn a Date into a string and a
+ * Map into {}, and throw an untyped TypeError on a BigInt or a cycle: the gate would decide
+ * on a value the caller never gave. Integer magnitude is the core's rule, not checked here.
+ */
+function unfaithful(v) {
+  switch (typeof v) {
+    case 'string':
+    case 'boolean':
+      return null;
+    case 'number':
+      return Number.isFinite(v) ? null : `is ${v}, which JSON cannot carry`;
+    case 'bigint':
+      return `is a BigInt (${v}n), which JSON cannot carry; pass a number (at most 2^53-1) or a string`;
+    case 'undefined':
+      return 'is undefined, which JSON cannot carry (it would be dropped)';
+    case 'function':
+      return 'is a function, which JSON cannot carry (it would be dropped)';
+    case 'symbol':
+      return 'is a symbol, which JSON cannot carry (it would be dropped)';
+    default: {
+      if (v === null || Array.isArray(v)) return null;
+      const proto = Object.getPrototypeOf(v);
+      if (proto !== Object.prototype && proto !== null) {
+        const kind = v.constructor?.name ?? 'object';
+        return `is a ${kind}, not a plain object, array, string, number, boolean or null (JSON would change it)`;
+      }
+      if (typeof v.toJSON === 'function') return 'has a toJSON method (JSON would send what it returns instead)';
+      if (Object.getOwnPropertySymbols(v).some((s) => Object.prototype.propertyIsEnumerable.call(v, s))) {
+        return 'has symbol keys, which JSON cannot carry (they would be dropped)';
+      }
+      return null;
+    }
+  }
+}
+
+/** Throws InvalidFieldError at the JSON pointer of the first value JSON would not carry as is. */
+function checkJson(v, path, seen) {
+  const problem = unfaithful(v);
+  if (problem) throw invalidField(path, problem);
+  if (typeof v !== 'object' || v === null) return;
+  if (seen.has(v)) throw invalidField(path, 'refers back to itself (a cycle), which JSON cannot carry');
+  seen.add(v);
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      if (!(i in v)) throw invalidField(`${path}/${i}`, 'is a hole in the array, which JSON would turn into null');
+      checkJson(v[i], `${path}/${i}`, seen);
+    }
+  } else {
+    for (const k of Object.keys(v)) checkJson(v[k], `${path}/${token(k)}`, seen);
+  }
+  seen.delete(v);
+}
+
+/** Throws InvalidFieldError (`field`: `root` + the pointer) unless JSON carries `value` as is. */
+export function assertJson(value, root = '') {
+  checkJson(value, root, new Set());
+}
+
+/**
+ * An input as the JSON text a gate export takes: text as given, a value checked (nothing
+ * recorded, nothing sent when it fails) and then serialized.
+ */
+export function jsonText(value) {
+  if (typeof value === 'string') return value;
+  assertJson(value);
+  return JSON.stringify(value);
+}
 
 /** jco's outcome record -> the typed outcome object of this package. */
 export function toOutcome(o) {
@@ -116,6 +189,7 @@ export class Gate {
     this.hooks = hooks;
     this.claimWait = claimWait;
     this.broken = null;
+    this.routed = null; // what setRoutes last said, as JSON; null: every target is routed
   }
 
   /** Calls an export: its `err` becomes a typed GateError; anything else is a trap. */
@@ -138,7 +212,7 @@ export class Gate {
   }
 
   submitStep(proposal) {
-    return this.#call('submit', typeof proposal === 'string' ? proposal : JSON.stringify(proposal));
+    return this.#call('submit', jsonText(proposal));
   }
 
   resume(op, reply) {
@@ -150,9 +224,28 @@ export class Gate {
   }
 
   /**
+   * The targets this host performs steps for. An effect of any other target is left open
+   * (target_unroutable) without asking anything, for a host that can reach it. Until this is
+   * called every target is routed.
+   */
+  setRoutes(targets) {
+    const routes = [...targets];
+    this.#call('setRoutes', routes);
+    this.routed = JSON.stringify(routes);
+  }
+
+  /** Tells the gate the targets `targets.routes` names, when it names them and they changed. */
+  #routeTo(targets) {
+    if (targets?.routes === undefined) return;
+    if (JSON.stringify([...targets.routes]) !== this.routed) this.setRoutes(targets.routes);
+  }
+
+  /**
    * Runs `step` and every step after it until the gate is done; returns the outcome.
    * `targets`: { capture(req), authorize(req), apply(req), query(req) }, each returning (or
-   * resolving to) a WIT reply `{ tag, val }`.
+   * resolving to) a WIT reply `{ tag, val }`, and optionally `routes`: the target names they
+   * reach (submit and recover pass it to setRoutes). A target that cannot answer a step
+   * throws; it never makes a reply up.
    */
   async drive(step, targets, { recovering = false } = {}) {
     const ctx = { recovering };
@@ -187,6 +280,7 @@ export class Gate {
 
   /** Gates a proposal (object or JSON text; schema in ARCHITECTURE.md) through to its outcome. */
   async submit(proposal, targets) {
+    this.#routeTo(targets);
     return this.drive(this.submitStep(proposal), targets);
   }
 
@@ -197,6 +291,7 @@ export class Gate {
    * `claimWait.maxPolls` times.
    */
   async recover(effectId, targets) {
+    this.#routeTo(targets);
     for (let polls = 0; ; polls++) {
       const first = this.#call('recover', effectId);
       const o = await this.drive(first, targets, { recovering: true });
@@ -227,7 +322,7 @@ export class Gate {
   }
 
   effectIdOf(proposal) {
-    return this.#call('effectIdOf', typeof proposal === 'string' ? proposal : JSON.stringify(proposal));
+    return this.#call('effectIdOf', jsonText(proposal));
   }
 
   async grantLease(lease, expiresAtMs) {
@@ -241,7 +336,7 @@ export class Gate {
   }
 
   async approve(approval) {
-    this.#call('approve', typeof approval === 'string' ? approval : JSON.stringify(approval));
+    this.#call('approve', jsonText(approval));
     await this.durable();
   }
 
@@ -251,7 +346,7 @@ export class Gate {
   }
 
   async confirm(effectId, evidence) {
-    const o = this.#call('confirm', effectId, typeof evidence === 'string' ? evidence : JSON.stringify(evidence));
+    const o = this.#call('confirm', effectId, jsonText(evidence));
     await this.durable();
     return toOutcome(o);
   }
@@ -266,13 +361,12 @@ export class Gate {
   }
 
   checkReceipt(receipt, key) {
-    const text = typeof receipt === 'string' ? receipt : JSON.stringify(receipt);
-    return toReport(this.#call('checkReceipt', text, toBytes(key)));
+    return toReport(this.#call('checkReceipt', jsonText(receipt), toBytes(key)));
   }
 
   /** Verifies every stream; each receipt in `anchors` pins its stream's length and head. */
   verify(anchors = []) {
-    return toReport(this.#call('verify', anchors.map((a) => (typeof a === 'string' ? a : JSON.stringify(a)))));
+    return toReport(this.#call('verify', anchors.map(jsonText)));
   }
 }
 

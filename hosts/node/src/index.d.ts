@@ -8,7 +8,7 @@ export type Reason =
   | 'conflicting_payload' | 'lease_missing' | 'lease_expired' | 'lease_revoked' | 'not_allowed'
   | 'premise_changed' | 'approval_missing' | 'approval_expired' | 'approval_revoked' | 'approval_stale'
   | 'cap_exceeded' | 'target_rejected' | 'no_dedupe_no_lookup' | 'dedupe_window_passed' | 'claim_live'
-  | 'read_failed' | 'target_unavailable';
+  | 'read_failed' | 'target_unavailable' | 'target_unroutable';
 
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 
@@ -68,7 +68,11 @@ export interface EffectDefinition<E = Record<string, Json>> {
   premises?: (effect: E, ctx: { effectId: string }) => Record<string, Json> | Promise<Record<string, Json>>;
   bounds?: Record<string, { at_most?: number; at_least?: number }>;
   cap?: { name: string; limit_cents: number; amount_cents: number } | ((effect: E) => { name: string; limit_cents: number; amount_cents: number });
-  /** Your own authority check, asked right before every send. */
+  /**
+   * Your own authority check, asked right before every send (and at recovery). `true`
+   * allows; anything else refuses (REFUSED not_allowed). A throw is a check that could not
+   * be made: the effect stays open (read_failed), never refused.
+   */
   allowed?: (effect: E, ctx: { agent: string; effectId: string }) => boolean | Promise<boolean>;
   /** Look the effect up at the target by its reference (the effect id); null if it did not happen. */
   lookup?: (effect: E, ctx: { effectId: string }) => Json | undefined | Promise<Json | undefined>;
@@ -80,6 +84,12 @@ export interface EffectDefinition<E = Record<string, Json>> {
 }
 
 export interface Effect<A extends unknown[]> {
+  /**
+   * Gates one call. Rejects with InvalidFieldError (nothing recorded, nothing sent) when an
+   * argument is not what JSON carries as given: NaN, Infinity, undefined, a function, a
+   * symbol, a BigInt, a Date/Map/Set or other non-plain object, a cycle, an extra argument;
+   * or (the gate's rule) an integer past 2^53-1.
+   */
   (...args: A): Promise<Outcome>;
   with(overrides: { approval?: string; lease?: string; premises?: Record<string, Json>; key?: string }): (...args: A) => Promise<Outcome>;
   effectId(...args: A): string;
@@ -108,8 +118,30 @@ export interface OpenOptions { clock?: Clock; agent?: string; claimWait?: { poll
 
 export interface Recovered { effectId: string; outcome?: Outcome; error?: GateError }
 
+/** What a gate asks of a low-level target (jco's WIT records, camelCase). */
+export interface StepRequest { effectId: string; target: string; effect: string; [field: string]: unknown }
+export type Reply =
+  | { tag: 'captured'; val: string } | { tag: 'allowed'; val: boolean } | { tag: 'applied'; val: string }
+  | { tag: 'rejected'; val: string } | { tag: 'unknown'; val: string } | { tag: 'found'; val: string }
+  | { tag: 'not-found' } | { tag: 'failed'; val: string };
+/**
+ * The steps of the low-level Gate. `routes`: the target names these reach (passed to
+ * `setRoutes` by `submit` and `recover`). A step for any other target is never asked; a
+ * target that cannot answer throws rather than make a reply up.
+ */
+export interface Targets {
+  routes?: Iterable<string>;
+  capture(req: StepRequest & { names: string[] }): Reply | Promise<Reply>;
+  authorize(req: StepRequest & { agent: string }): Reply | Promise<Reply>;
+  apply(req: StepRequest & { idempotencyKey: string; attempt: number }): Reply | Promise<Reply>;
+  query(req: StepRequest): Reply | Promise<Reply>;
+}
+
 export class Interlock {
-  /** Node: a file journal folder (or ':memory:'). Browser: an IndexedDB database name. */
+  /**
+   * Node: a file journal folder (or ':memory:'), created 0700 with files 0600. Browser: an
+   * IndexedDB database name. A URL (`postgres://...`) rejects with UnsupportedJournalError.
+   */
   static open(where?: string, options?: OpenOptions): Promise<Interlock>;
   static withJournal(journal: JournalBackend, options?: OpenOptions): Promise<Interlock>;
   /** Browser only: an in-memory journal. */
@@ -118,7 +150,9 @@ export class Interlock {
   static repair(dir: string): { tornOffset: number | null; tornBytes: number; savedTo: string | null };
   readonly gate: Gate;
   readonly journal: JournalBackend;
+  /** Also routes `def.target` to this gate (see Gate.setRoutes). */
   effect<A extends unknown[]>(def: EffectDefinition, fn: (...args: [...A, string, EffectContext]) => unknown): Effect<A>;
+  /** Effects of a target no effect here defines stay open (target_unroutable), untouched. */
   recover(): Promise<Recovered[]>;
   submit(proposal: object | string): Promise<Outcome>;
   lease(name: string, when: { ttlMs?: number; untilMs?: number }): Promise<void>;
@@ -138,10 +172,15 @@ export class Gate {
   submitStep(proposal: object | string): unknown;
   resume(op: bigint, reply: { tag: string; val?: unknown }): unknown;
   cancel(op: bigint): void;
-  drive(step: unknown, targets: object, options?: { recovering?: boolean }): Promise<Outcome>;
-  submit(proposal: object | string, targets: object): Promise<Outcome>;
-  recover(effectId: string, targets: object): Promise<Outcome>;
-  recoverAll(targets: object): Promise<Recovered[]>;
+  /**
+   * The targets this host performs steps for; an effect of any other target is left open
+   * (target_unroutable), nothing asked or written. Until called, every target is routed.
+   */
+  setRoutes(targets: Iterable<string>): void;
+  drive(step: unknown, targets: Targets, options?: { recovering?: boolean }): Promise<Outcome>;
+  submit(proposal: object | string, targets: Targets): Promise<Outcome>;
+  recover(effectId: string, targets: Targets): Promise<Outcome>;
+  recoverAll(targets: Targets): Promise<Recovered[]>;
   openEffects(): string[];
   effectIdOf(proposal: object | string): string;
   receipt(effectId: string, key?: Uint8Array | string): Receipt;
@@ -182,6 +221,8 @@ export interface PaymentsService {
   refundCount(): number;
   refunds(order: string): { id: string; amount_cents: number; by_hand: boolean }[];
 }
+/** The payments service as a low-level target (routes "payments"); without `authorizer` a host check fails (the effect stays open). */
+export function paymentsTarget(service: PaymentsService, clock: Clock, options?: { authorizer?: (req: StepRequest & { agent: string }) => boolean }): Targets & { routes: string[] };
 /** The simulated payments service (Node: state in payments.json, the CLI's format). */
 export const Payments: {
   create(file: string, tier: string): Promise<PaymentsService>;
@@ -192,6 +233,7 @@ export const Payments: {
 export class InterlockError extends Error {}
 export class GateError extends InterlockError { readonly case: string; readonly payload: unknown }
 export class InvalidJsonError extends GateError { readonly payload: string }
+/** Also thrown by the host itself for a value JSON cannot carry as given (`field`: its JSON pointer). */
 export class InvalidFieldError extends GateError { readonly payload: { field: string; problem: string } }
 export class TooLargeError extends GateError { readonly payload: number }
 export class UnknownEffectError extends GateError { readonly payload: string }
@@ -204,6 +246,8 @@ export class JournalError extends InterlockError { constructor(tag: string, val:
 export class JournalLockedError extends JournalError {}
 export class TornTailError extends JournalError { readonly offset: number; readonly bytes: number }
 export class CorruptJournalFileError extends JournalError { readonly line: number; readonly detail: string }
+/** The journal location is a URL (`scheme://...`): shared journals are not supported yet. */
+export class UnsupportedJournalError extends InterlockError { readonly where: string }
 /** Throw from an effect function: the target refused and applied nothing. */
 export class Rejected extends InterlockError {}
 export class TargetTimeoutError extends InterlockError {}

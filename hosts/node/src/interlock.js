@@ -1,8 +1,8 @@
 // The friendly API: Interlock (a gate over a journal) and effects defined as plain async
 // functions. Everything here is routing and value conversion; every decision is the
 // component's. Runs in Node and in a browser (the entry points pick the journal).
-import { Gate, DEFAULT_CLAIM_WAIT } from './gate.js';
-import { Rejected, TargetTimeoutError, InterlockError } from './errors.js';
+import { Gate, DEFAULT_CLAIM_WAIT, jsonText, assertJson } from './gate.js';
+import { Rejected, TargetTimeoutError, InterlockError, invalidField } from './errors.js';
 import { SystemClock } from './clock.js';
 
 const message = (e) => String(e?.message ?? e);
@@ -38,6 +38,10 @@ export class Interlock {
     this.clock = gate.clock;
     this.agent = agent;
     this.targets = new Map(); // target name -> effect definition
+    // This gate reaches only the targets defined on it: an open effect of any other target
+    // (from a shared journal, or one defined in another process) is left open for a gate
+    // that can reach it, never answered with a made-up reply.
+    gate.setRoutes([]);
     this.router = {
       capture: (req) => this.#capture(req),
       authorize: (req) => this.#authorize(req),
@@ -65,27 +69,41 @@ export class Interlock {
     if (this.targets.has(def.target)) throw new TypeError(`effect: target ${JSON.stringify(def.target)} is already defined`);
     const entry = { def, fn };
     this.targets.set(def.target, entry);
-    const toEffect = (args) => (def.params ? Object.fromEntries(def.params.map((p, i) => [p, args[i]])) : args[0]);
+    this.gate.setRoutes([...this.targets.keys()]);
+    const arity = def.params ? def.params.length : 1;
+    const toEffect = (args) => {
+      // An extra argument would be dropped from the effect without a word (a missing one is
+      // undefined, which the JSON check refuses).
+      if (args.length > arity) {
+        throw invalidField('/effect', `effect ${def.target} takes ${arity} argument${arity === 1 ? '' : 's'}` +
+          `${def.params ? ` (${def.params.join(', ')})` : ''}, got ${args.length}: the extra ones would be dropped`);
+      }
+      const effect = def.params ? Object.fromEntries(def.params.map((p, i) => [p, args[i]])) : args[0];
+      assertJson(effect, '/effect'); // before `key` or `cap` functions see it
+      return effect;
+    };
+    // The effect id comes from the key and the effect alone; the proposal it is asked on
+    // leaves out the bounds, which name premises not read yet.
+    const effectId = (effect, overrides) => this.gate.effectIdOf(this.#proposal(def, effect, overrides, { bounds: false }));
     const call = (overrides) => async (...args) => {
       const effect = toEffect(args);
-      const proposal = this.#proposal(def, effect, overrides);
-      if (overrides.premises === undefined && def.premises) {
+      let { premises } = overrides;
+      if (premises === undefined && def.premises) {
         // The premises as the agent decides: read now, the effect's own result excluded.
-        const effectId = this.gate.effectIdOf(proposal);
-        proposal.premises = await def.premises(effect, { effectId });
+        premises = await def.premises(effect, { effectId: effectId(effect, overrides) });
       }
-      return this.gate.submit(proposal, this.router);
+      return this.gate.submit(this.#proposal(def, effect, { ...overrides, premises }), this.router);
     };
     const run = call({});
     /** The same call with per-request settings: { approval, lease, premises, key }. */
     run.with = (overrides) => call(overrides);
     /** The effect id a call would get, recording nothing. */
-    run.effectId = (...args) => this.gate.effectIdOf(this.#proposal(def, toEffect(args), {}));
+    run.effectId = (...args) => effectId(toEffect(args), {});
     run.target = def.target;
     return run;
   }
 
-  #proposal(def, effect, o) {
+  #proposal(def, effect, o, { bounds = true } = {}) {
     const target = { name: def.target };
     if (def.dedupes !== undefined) target.dedupes = Boolean(def.dedupes);
     if (def.dedupeWindowMs !== undefined) target.dedupe_window_ms = def.dedupeWindowMs;
@@ -101,21 +119,26 @@ export class Interlock {
     p.effect = effect;
     p.authority = authority;
     if (o.premises !== undefined) p.premises = o.premises;
-    if (def.bounds) p.bounds = def.bounds;
+    if (def.bounds && bounds) p.bounds = def.bounds;
     const cap = typeof def.cap === 'function' ? def.cap(effect) : def.cap;
     if (cap) p.cap = cap;
     return p;
   }
 
+  /**
+   * The definition for a step's target. The gate asks only for the targets given to
+   * setRoutes, so an unknown one is a broken contract: it throws, and is never answered
+   * (a made-up "not allowed" or "rejected" would close an effect whose send may have landed).
+   */
   #route(req) {
     const entry = this.targets.get(req.target);
-    if (!entry) throw `no effect is defined for target ${JSON.stringify(req.target)} in this process`;
+    if (!entry) throw new InterlockError(`the gate asked for target ${JSON.stringify(req.target)}, which is not routed to this gate`);
     return { ...entry, effect: JSON.parse(req.effect) };
   }
 
   async #capture(req) {
+    const { def, effect } = this.#route(req);
     try {
-      const { def, effect } = this.#route(req);
       if (!def.premises) return { tag: 'failed', val: `effect ${req.target} defines no premises` };
       const all = await def.premises(effect, { effectId: req.effectId });
       const asked = {};
@@ -123,30 +146,27 @@ export class Interlock {
         if (!Object.hasOwn(all ?? {}, name)) return { tag: 'failed', val: `premises() gave no ${JSON.stringify(name)}` };
         asked[name] = all[name];
       }
-      return { tag: 'captured', val: JSON.stringify(asked) };
+      // A value JSON cannot carry is a read that failed, not a premise that changed to null.
+      return { tag: 'captured', val: jsonText(asked) };
     } catch (e) {
       return { tag: 'failed', val: message(e) };
     }
   }
 
   async #authorize(req) {
+    const { def, effect } = this.#route(req);
+    // A check that could not be made (none installed here for a recorded proposal that asks
+    // for one, or one that threw) is not a "no": the gate leaves the effect open.
+    if (!def.allowed) return { tag: 'failed', val: `effect ${req.target} defines no allowed() check` };
     try {
-      const { def, effect } = this.#route(req);
-      // No check installed, or a check that throws, answers no: fail closed.
-      return { tag: 'allowed', val: def.allowed ? (await def.allowed(effect, { agent: req.agent, effectId: req.effectId })) === true : false };
-    } catch {
-      return { tag: 'allowed', val: false };
+      return { tag: 'allowed', val: (await def.allowed(effect, { agent: req.agent, effectId: req.effectId })) === true };
+    } catch (e) {
+      return { tag: 'failed', val: `allowed() threw: ${message(e)}` };
     }
   }
 
   async #apply(req) {
-    let route;
-    try {
-      route = this.#route(req);
-    } catch (e) {
-      return { tag: 'rejected', val: message(e) }; // nothing was sent: definitive
-    }
-    const { def, fn, effect } = route;
+    const { def, fn, effect } = this.#route(req);
     const args = def.params ? def.params.map((p) => effect[p]) : [effect];
     try {
       const result = await withTimeout(def.timeoutMs ?? 30_000, (signal) =>
@@ -159,11 +179,11 @@ export class Interlock {
   }
 
   async #query(req) {
+    const { def, effect } = this.#route(req);
     try {
-      const { def, effect } = this.#route(req);
       if (!def.lookup) return { tag: 'failed', val: `effect ${req.target} defines no lookup` };
       const found = await def.lookup(effect, { effectId: req.effectId });
-      return found === null || found === undefined ? { tag: 'not-found' } : { tag: 'found', val: JSON.stringify(found) };
+      return found === null || found === undefined ? { tag: 'not-found' } : { tag: 'found', val: jsonText(found) };
     } catch (e) {
       return { tag: 'failed', val: message(e) };
     }

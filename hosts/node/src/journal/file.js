@@ -6,6 +6,9 @@
 //   journal.lock   flock(2)-ed exclusively for the life of the handle (Rust's
 //                  File::try_lock is flock too, so Node and the CLI exclude each other)
 //
+// The journal holds every effect's payload and result (customer data): a folder this
+// creates is 0700 and every file it creates 0600, whatever the umask.
+//
 // The index (byte offset and length of each entry, per stream) is rebuilt on open from each
 // line's `stream`/`seq`/`open` and lives here, in the host; reads are positional.
 // `durable` -> write then fdatasync, which also makes every earlier append durable.
@@ -13,7 +16,7 @@
 import fs from 'node:fs';
 import { join, dirname } from 'node:path';
 import { createRequire } from 'node:module';
-import { JournalError, JournalLockedError, TornTailError, CorruptJournalFileError } from '../errors.js';
+import { JournalError, JournalLockedError, TornTailError, CorruptJournalFileError, refuseJournalUrl } from '../errors.js';
 import { StreamIndex, parseHead, validateEntry } from './head.js';
 
 const require = createRequire(import.meta.url);
@@ -25,6 +28,34 @@ export const TORN_PREFIX = 'journal.torn-';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 const { O_RDWR, O_CREAT, O_APPEND, O_EXCL, O_RDONLY } = fs.constants;
+const DIR_MODE = 0o700;
+const FILE_MODE = 0o600;
+
+/**
+ * Creates `path` (O_EXCL, plus `flags`) readable and writable by its owner only. The umask
+ * takes bits away from the mode given to open(2) (a umask of 0o200 would leave the owner
+ * unable to write it), so the mode is set again on the descriptor.
+ */
+function createPrivate(path, flags) {
+  const fd = fs.openSync(path, flags | O_CREAT | O_EXCL, FILE_MODE);
+  try {
+    fs.fchmodSync(fd, FILE_MODE);
+  } catch (e) {
+    fs.closeSync(fd);
+    throw e;
+  }
+  return fd;
+}
+
+/** Opens `path` with `flags`, creating it private (createPrivate) if it does not exist. */
+function openOrCreatePrivate(path, flags) {
+  try {
+    return { fd: createPrivate(path, flags), created: true };
+  } catch (e) {
+    if (e.code !== 'EEXIST') throw e;
+    return { fd: fs.openSync(path, flags), created: false };
+  }
+}
 
 function io(e) {
   return e instanceof JournalError ? e : new JournalError('io', `journal I/O error: ${e.message}`);
@@ -40,7 +71,7 @@ function syncDir(dir) {
 }
 
 function lock(dir) {
-  const fd = fs.openSync(join(dir, LOCK_FILE), O_RDWR | O_CREAT, 0o644);
+  const { fd } = openOrCreatePrivate(join(dir, LOCK_FILE), O_RDWR);
   try {
     flockSync(fd, 'exnb');
   } catch (e) {
@@ -57,21 +88,18 @@ export class FileJournal {
    * Throws JournalLockedError, TornTailError or CorruptJournalFileError.
    */
   static open(dir) {
+    refuseJournalUrl(dir);
     if (!fs.existsSync(dir)) {
-      fs.mkdirSync(dir, { recursive: true });
+      fs.mkdirSync(dir, { recursive: true, mode: DIR_MODE });
+      fs.chmodSync(dir, DIR_MODE); // exactly 0700, whatever bits the umask took away
       syncDir(dirname(dir));
     }
     const lockFd = lock(dir);
     let fd;
     try {
-      const path = join(dir, JOURNAL_FILE);
-      try {
-        fd = fs.openSync(path, O_RDWR | O_APPEND | O_CREAT | O_EXCL, 0o644);
-        syncDir(dir); // a new file: make its existence durable once
-      } catch (e) {
-        if (e.code !== 'EEXIST') throw e;
-        fd = fs.openSync(path, O_RDWR | O_APPEND);
-      }
+      const opened = openOrCreatePrivate(join(dir, JOURNAL_FILE), O_RDWR | O_APPEND);
+      fd = opened.fd;
+      if (opened.created) syncDir(dir); // a new file: make its existence durable once
       const { index, len } = scan(fd);
       return new FileJournal(dir, fd, lockFd, index, len);
     } catch (e) {
@@ -223,6 +251,7 @@ export class FileJournal {
    * `{ tornOffset, tornBytes, savedTo }` (nulls and 0 when there was nothing to repair).
    */
   static repair(dir) {
+    refuseJournalUrl(dir);
     const lockFd = lock(dir);
     try {
       const nothing = { tornOffset: null, tornBytes: 0, savedTo: null };
@@ -243,7 +272,7 @@ export class FileJournal {
         for (let attempt = 0; ; attempt++) {
           sidePath = join(dir, `${TORN_PREFIX}${keep}${attempt ? `.${attempt}` : ''}`);
           try {
-            side = fs.openSync(sidePath, O_RDWR | O_CREAT | O_EXCL, 0o644);
+            side = createPrivate(sidePath, O_RDWR);
             break;
           } catch (e) {
             if (e.code !== 'EEXIST') throw e;

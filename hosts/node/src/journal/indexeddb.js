@@ -12,7 +12,7 @@
 //
 // One writer: a Web Lock named after the database, held for the life of the handle, so a
 // second tab on the same journal is refused (JournalLockedError), as flock does for files.
-import { JournalError, JournalLockedError } from '../errors.js';
+import { JournalError, JournalLockedError, refuseJournalUrl } from '../errors.js';
 import { MemoryJournal } from './memory.js';
 
 const STORE = 'entries';
@@ -50,6 +50,7 @@ async function takeLock(name) {
 export class IndexedDbJournal extends MemoryJournal {
   /** Opens (or creates) the journal stored in the IndexedDB database `name`. */
   static async open(name = 'interlock-journal') {
+    refuseJournalUrl(name);
     const release = await takeLock(name);
     try {
       const db = await openDb(name);

@@ -1,0 +1,64 @@
+// The file journal's own files (issue 11, items 8 and 9): a journal holds customers'
+// orders and amounts, so it is private to its owner whatever the umask; and a location that
+// names a shared journal service is refused, not taken as a folder's name.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { appendFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { Interlock, FileJournal, FakeClock, UnsupportedJournalError, InterlockError } from '../src/index.js';
+import { tempDir } from './helpers.js';
+
+const mode = (path) => statSync(path).mode & 0o777;
+
+for (const umask of [0o000, 0o022, 0o277]) {
+  test(`file journal: its folder is 0700 and every file it creates 0600 (umask ${umask.toString(8).padStart(3, '0')})`, async () => {
+    const root = tempDir();
+    const old = process.umask(umask);
+    try {
+      const dir = join(root, 'journal');
+      const gate = await Interlock.open(dir, { clock: new FakeClock(1_800_000_000_000) });
+      await gate.lease('l', { ttlMs: 1000 });
+      gate.close();
+      assert.equal(mode(dir), 0o700, 'the journal folder');
+      assert.equal(mode(join(dir, 'journal.jsonl')), 0o600);
+      assert.equal(mode(join(dir, 'journal.lock')), 0o600);
+      // A torn tail's side file holds journal bytes too.
+      appendFileSync(join(dir, 'journal.jsonl'), '{"stream":"x"');
+      const { savedTo } = FileJournal.repair(dir);
+      assert.ok(savedTo?.startsWith(join(dir, 'journal.torn-')), savedTo);
+      assert.equal(mode(savedTo), 0o600, 'the torn tail side file');
+      const again = await Interlock.open(dir); // still opens and verifies
+      assert.deepEqual(again.verify().problems, []);
+      again.close();
+    } finally {
+      process.umask(old);
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+}
+
+test('file journal: a URL is refused (shared journals are not supported yet), nothing created', async () => {
+  const cwd = process.cwd();
+  const here = tempDir();
+  process.chdir(here);
+  try {
+    for (const url of ['postgres://user@host/db', 'sqlite://journal.db', 'file:///tmp/journal', 'http://journal.example/x', 'S3://bucket/key']) {
+      await assert.rejects(Interlock.open(url), (e) => {
+        assert.ok(e instanceof UnsupportedJournalError && e instanceof InterlockError, `${url}: ${e?.name}: ${e?.message}`);
+        assert.match(e.message, /shared journals .* not supported yet/);
+        assert.equal(e.where, url);
+        return true;
+      });
+      assert.throws(() => FileJournal.open(url), UnsupportedJournalError);
+      assert.throws(() => Interlock.repair(url), UnsupportedJournalError);
+    }
+    assert.deepEqual(readdirSync(here), [], 'nothing was created');
+    // A folder whose name merely contains a colon is still a folder.
+    const gate = await Interlock.open('./a:b');
+    gate.close();
+    assert.deepEqual(readdirSync(here), ['a:b']);
+  } finally {
+    process.chdir(cwd);
+    rmSync(here, { recursive: true, force: true });
+  }
+});
