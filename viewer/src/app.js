@@ -314,13 +314,16 @@ function stepSay(s) {
       if (s.key && s.key !== 'refund:order_881') bits.push(` (task ${s.task}, key ${s.key})`);
       else bits.push(` (task ${s.task})`);
       if (s.approval) bits.push(`, on approval ${s.approval}`);
+      if (s.host_check) bits.push(', subject to the host’s own check');
       if (s.cap) bits.push(`, under a ${amt(s.cap.limit_cents)} cap`);
       if (s.bounds?.refunded_by_others_cents?.at_most !== undefined) bits.push(`, fine as long as others refund at most ${amt(s.bounds.refunded_by_others_cents.at_most)}`);
       return `${bits.join('')}. It reads its premises now.`;
     }
     case 'redecide': return `The model changes its mind: ${s.task} is now ${amt(s.amount_cents)}. Same key, new amount.`;
     case 'send': return s.crash ? `A worker sends ${s.task} through the gate…` : `A worker sends ${s.task} through the gate.`;
-    case 'restart': return 'Every worker is gone. A new process starts: it recovers every open effect in the journal, then re-sends every unfinished task.';
+    case 'restart': return s.routes
+      ? `Every worker is gone. A new process starts that reaches ${s.routes.length ? s.routes.join(', ') : 'no target'}: it recovers every open effect in the journal, then re-sends every unfinished task.`
+      : 'Every worker is gone. A new process starts: it recovers every open effect in the journal, then re-sends every unfinished task.';
     case 'race': return `Two workers submit ${s.tasks.join(' and ')} at the same moment; both read the premises before either writes.`;
     case 'approve': return `${s.approver} approves ${s.approval} for ${s.task}, looking at the premises as they are now.`;
     case 'lease': return `Lease ${s.lease} is extended: live for ${duration(s.expires_in_ms)} from now.`;
@@ -328,6 +331,7 @@ function stepSay(s) {
     case 'hand_refund': return `A person in support refunds ${amt(s.amount_cents)} by hand in the dashboard.`;
     case 'set_eligible': return `The order system marks order_881 ${s.eligible ? 'eligible again' : 'no longer eligible'}.`;
     case 'advance': return `${duration(s.ms)} pass.`;
+    case 'fail_checks': return `The host's own authority check will not answer the next ${s.count} time${s.count === 1 ? '' : 's'}.`;
     case 'fail_reads': return `The order system will not answer the next ${s.count} premise read${s.count === 1 ? '' : 's'}.`;
     case 'verify': return 'verify: every stream’s hash chain is checked, link by link.';
     default: return s.op;

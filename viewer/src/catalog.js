@@ -1,4 +1,4 @@
-// What the viewer offers: the faults of ../shared/FAULTS.md (F1..F12) and the cases beyond
+// What the viewer offers: the faults of docs/FAULTS.md (F1..F12) and the cases beyond
 // the original, each mapped onto the conformance vectors that script it
 // (tests/conformance/<prefix>-t<tier>.json). The test checks that every vector of those
 // families is reachable here, and says why the others are not (VECTORS_NOT_SHOWN).
@@ -60,12 +60,21 @@ export const FAULTS = [
   { id: 'B3', beyond: true, short: 'Crash in recovery', title: 'A crash during recovery itself',
     what: 'Crash after the send; the restart dies mid-recovery; a second restart.', right: '$20, once',
     variants: [{ prefix: 'recovery-crash', tiers: ['1', '2'] }] },
+  { id: 'B4', beyond: true, short: 'A check throws', title: 'The host’s own check cannot be made at recovery',
+    what: 'The refund lands, the reply is lost; at restart the host’s authority check throws, twice.',
+    right: 'not a “no”: the effect stays open, then resolves by its tier; $20, once',
+    variants: [{ prefix: 'check-fails', tiers: ['1', '3'] }] },
+  { id: 'B5', beyond: true, short: 'Wrong host', title: 'Recovered by a process that cannot reach the service',
+    what: 'The refund lands, the reply is lost; the restarted process has no payments adapter; a later one has.',
+    right: 'left open, nothing asked or written; the later process resolves it; $20, once',
+    variants: [{ prefix: 'unroutable', tiers: ALL }] },
 ];
 
 /** Vectors the viewer does not play, and why (the test fails on any other unplayed one). */
 export const VECTORS_NOT_SHOWN = {
   torn: 'tears, reopens and repairs journal.jsonl: a file journal’s fault; the page’s journal is in memory',
   'bad-proposals': 'malformed proposals rejected with typed errors: nothing to watch unfold',
+  'unsafe-numbers': 'amounts JSON cannot carry exactly, rejected with typed errors: nothing to watch unfold',
 };
 
 export const vectorId = (variant, tier) => `${variant.prefix}-t${tier}`;
