@@ -14,7 +14,9 @@ from typing import Any, Dict, List, Optional
 
 from interlock.clock import FakeClock
 from interlock.errors import GateError, SimulatedCrash
-from interlock.gate import AFTER_COMMIT, AFTER_INTENT, IN_RECOVERY, GateHost, JournalRef, Outcome, failed
+from interlock.gate import (
+    AFTER_COMMIT, AFTER_INTENT, IN_RECOVERY, GateHost, JournalRef, Outcome, allowed, failed, to_request,
+)
 from interlock.journal import JOURNAL_FILE, FileJournal, TornTail
 from interlock.sim import Payments
 from interlock.targets import PaymentsTarget
@@ -45,11 +47,17 @@ def load_dir(d: Path):
 
 
 class World:
-    """The payments target with a switch that makes the next premise reads fail."""
+    """The payments target with switches that make the next premise reads or host checks
+    fail, and the targets the current process routes (``None``: all of them)."""
 
     def __init__(self, target: PaymentsTarget):
         self.target = target
         self.failing_reads = 0
+        self.failing_checks = 0
+        self.routes_now: Optional[List[str]] = None
+
+    def routes(self) -> List[str]:
+        return self.target.routes() if self.routes_now is None else list(self.routes_now)
 
     def capture(self, req):
         if self.failing_reads > 0:
@@ -58,7 +66,10 @@ class World:
         return self.target.capture(req)
 
     def authorize(self, req):
-        return self.target.authorize(req)
+        if self.failing_checks > 0:
+            self.failing_checks -= 1
+            return failed("check unavailable")
+        return allowed(True)
 
     def apply(self, req):
         return self.target.apply(req)
@@ -177,6 +188,10 @@ class Run:
             self.failures += check(f"send {name}", got, step["expect"])
 
     def restart(self, step):
+        routes = step.get("routes")
+        if routes is not None and not (isinstance(routes, list) and all(isinstance(r, str) for r in routes)):
+            raise ValueError(f"restart.routes must be a list of target names, got {routes!r}")
+        self.world.routes_now = routes  # until the next restart
         self.worker = self.fresh_host()
         host = self.worker
         crash = step.get("crash")
@@ -220,12 +235,11 @@ class Run:
             if name not in self.tasks:
                 raise ValueError(f"task {name!r} was never decided")
             h = self.fresh_host()
+            h.route(self.world)
             steps.append(h.submit_step(dumps(self.tasks[name].proposal)))
             workers.append(h)
         for i, (h, s) in enumerate(zip(workers, steps)):
             if s.ask.tag == "capture":
-                from interlock.gate import to_request
-
                 reply = self.world.capture(to_request("capture", s.ask.payload))
                 steps[i] = h.resume(s.op, reply)
         want = step.get("expect") or []
@@ -240,6 +254,8 @@ class Run:
         name = step["task"]
         dedupes, lookup = self.tier
         authority = {"approval": step["approval"]} if "approval" in step else {"lease": LEASE}
+        if step.get("host_check") is True:
+            authority["host_check"] = True
         p = {
             "agent": "refund-agent",
             "target": {"name": "payments", "dedupes": dedupes, "lookup": lookup,
@@ -302,6 +318,8 @@ class Run:
             self.clock.advance(step["ms"])
         elif op == "fail_reads":
             self.world.failing_reads = int(step["count"])
+        elif op == "fail_checks":
+            self.world.failing_checks = int(step["count"])
         elif op == "submit_raw":
             before = self.journal_sha256()
             want = step["expect_error"]

@@ -1,6 +1,8 @@
 """The file journal: the CLI's format, compare-and-append, fsync, the lock, torn tails."""
 
 import json
+import os
+import stat
 
 import pytest
 
@@ -70,3 +72,57 @@ def test_a_corrupt_line_is_reported_with_its_number(tmp_path):
     with pytest.raises(Corrupt) as e:
         FileJournal.open(tmp_path)
     assert e.value.line == 2
+
+
+@pytest.fixture
+def umask_zero():
+    """The loosest umask: nothing the journal creates may rely on it."""
+    old = os.umask(0)
+    yield
+    os.umask(old)
+
+
+def mode(p):
+    return stat.S_IMODE(os.stat(p).st_mode)
+
+
+def test_what_the_journal_creates_is_owner_only(tmp_path, umask_zero):
+    d = tmp_path / "deep" / "journal"
+    j = FileJournal.open(d)
+    j.append("s", 0, [entry("s", 0), entry("s", 1)], True, True)
+    j.close()
+    assert mode(d) == 0o700
+    assert mode(d / "journal.jsonl") == 0o600 and mode(d / "journal.lock") == 0o600
+    path = d / "journal.jsonl"
+    path.write_bytes(path.read_bytes()[:-3])
+    report = FileJournal.repair(d)
+    assert mode(report.saved_to) == 0o600
+    assert sorted(mode(p) for p in d.iterdir()) == [0o600] * 3
+
+
+def test_an_existing_directory_keeps_its_owners_mode(tmp_path, umask_zero):
+    d = tmp_path / "shared"
+    d.mkdir(0o750)
+    FileJournal.open(d).close()
+    assert mode(d) == 0o750
+    assert mode(d / "journal.jsonl") == 0o600 and mode(d / "journal.lock") == 0o600
+
+
+def test_an_interlock_and_its_simulated_service_leave_only_owner_only_files(tmp_path, umask_zero):
+    from interlock import COMMITTED, Interlock
+    from interlock.sim import Payments
+
+    d = tmp_path / ".interlock"
+    gate = Interlock(d)
+    payments = Payments.create(d / "payments.json", "2")
+    payments.add_order("order_881", 10_000)
+
+    @gate.effect(lookup=lambda order, amount, idempotency_key: payments.find_by_reference(idempotency_key))
+    def refund(order, amount, idempotency_key):
+        return payments.refund(order, amount, reference=idempotency_key)
+
+    assert refund("order_881", 2000).status == COMMITTED
+    gate.close()
+    assert mode(d) == 0o700
+    assert {p.name: mode(p) for p in d.iterdir()} == {
+        "journal.jsonl": 0o600, "journal.lock": 0o600, "payments.json": 0o600}

@@ -25,8 +25,9 @@ from .errors import (
     UnknownEffect,
     UnknownOperation,
     UnknownTarget,
+    UnsupportedJournal,
 )
-from .gate import Outcome, PremiseChange, Problem, VerifyReport
+from .gate import ClaimWait, Outcome, PremiseChange, Problem, VerifyReport
 from .journal import Corrupt, FileJournal, Locked, TornTail
 
 # States, spelled as in the journal.
@@ -59,6 +60,6 @@ __all__ = [
     "DISPATCHED", "COMMITTED", "REFUSED", "AMBIGUOUS", "CONFIRMED", "InterlockError",
     "GateError", "InvalidJson", "InvalidField", "TooLarge", "UnknownEffect",
     "UnknownOperation", "UnexpectedReply", "JournalFailed", "CorruptJournal", "Contention",
-    "GateTrap", "SimulatedCrash", "UnknownTarget", "Rejected", "FileJournal", "Locked",
-    "TornTail", "Corrupt", "FakeClock", "SystemClock",
+    "GateTrap", "SimulatedCrash", "UnknownTarget", "UnsupportedJournal", "Rejected",
+    "FileJournal", "Locked", "TornTail", "Corrupt", "FakeClock", "SystemClock", "ClaimWait",
 ]

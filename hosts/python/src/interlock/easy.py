@@ -20,18 +20,22 @@ business; nothing here decides.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import inspect
 import json
+import math
+import os
+import re
+import threading
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 from .clock import SystemClock
-from .errors import InterlockError, Rejected, SimulatedCrash, UnknownTarget
+from .errors import InterlockError, InvalidField, Rejected, SimulatedCrash, UnknownTarget, UnsupportedJournal
 from .gate import (
     AFTER_COMMIT,
     AFTER_INTENT,
+    ClaimWait,
     GateHost,
     JournalRef,
     Outcome,
@@ -41,6 +45,7 @@ from .gate import (
     applied,
     canonical_json,
     captured,
+    claim_wait_of,
     failed,
     found,
     not_found,
@@ -82,6 +87,42 @@ class RecoveryReport(list):
 
 def _to_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _json_text(value: Any) -> str:
+    """An input's JSON text for the gate, or :class:`InvalidField` naming the first value
+    JSON cannot carry (a datetime, NaN, ...), before anything is recorded."""
+    try:
+        return canonical_json(value)
+    except (TypeError, ValueError) as e:
+        field, problem = _not_json(value, "") or ("", str(e))
+        raise InvalidField(field or "/", problem) from None
+
+
+def _not_json(value: Any, at: str) -> Optional[Tuple[str, str]]:
+    if value is None or isinstance(value, (bool, int, str)):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (at, f"{value} is not a JSON number")
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return (at, f"the key {k!r} is not a string")
+            found = _not_json(v, f"{at}/{k.replace('~', '~0').replace('/', '~1')}")
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _not_json(v, f"{at}/{i}")
+            if found:
+                return found
+        return None
+    return (at, f"a {type(value).__name__} is not a JSON value")
+
+
+# `postgres://...`, `sqlite:///...`, `file://...`: a URL, never a directory name.
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 
 
 def _then(value: Any, f: Callable[[Any], Any], on_error: Callable[[BaseException], Any]) -> Any:
@@ -173,12 +214,20 @@ class Effect:
         return r if _is_reply(r) else _then(r, pick, err)
 
     def authorize(self, req: Request):
-        values = self.values_of_request(req)
         if self.allowed is None:
-            return allowed_reply(False)
-        # An exception here propagates: the check could not be made, so the operation is
-        # cancelled and the effect stays open, rather than being refused on a hiccup.
-        return _then(self.allowed(*values), allowed_reply, _raise)
+            return allowed_reply(False)  # asked for a check nobody installed: no
+        try:
+            values = self.values_of_request(req)
+        except ValueError as e:
+            return failed(str(e))
+
+        # A check that could not be made (it raised) is not a "no": the gate leaves the
+        # effect open (read_failed) instead of refusing it on a hiccup.
+        def err(e: BaseException):
+            return failed(f"{type(e).__name__}: {e}")
+
+        r = _call(self.allowed, values, err)
+        return r if _is_reply(r) else _then(r, allowed_reply, err)
 
     def apply(self, req: Request):
         try:
@@ -235,7 +284,8 @@ class Effect:
         if self.key is not None:
             p["key"] = self.key(*values)
         lease = self.lease(*values) if callable(self.lease) else self.lease
-        authority: Dict[str, Any] = {"lease": lease or gate.standing_lease()}
+        # The standing lease is granted at the submit, once the proposal is known good.
+        authority: Dict[str, Any] = {"lease": lease or gate.standing_lease_name()}
         if self.allowed is not None:
             authority["host_check"] = True
         p["authority"] = authority
@@ -243,10 +293,6 @@ class Effect:
             if extra is not None:
                 p[name] = extra(*values) if callable(extra) else extra
         return p
-
-
-def _raise(e: BaseException):
-    raise e
 
 
 def _is_reply(r: Any) -> bool:
@@ -262,9 +308,14 @@ class _Router:
         self.gate = gate
         self.sync = sync
 
+    def routes(self) -> List[str]:
+        # The gate asks for these targets only; any other effect stays open, untouched.
+        return list(self.gate._effects)
+
     def _route(self, req: Request):
         spec = self.gate._effects.get(req.target)
         if spec is None:
+            # Unreachable with routes declared; never answer for a target we cannot reach.
             raise UnknownTarget(req.target, req.effect_id)
         if self.sync and spec.is_async:
             raise TypeError(
@@ -313,16 +364,30 @@ class Interlock:
     ``agent`` names who proposes. Authority: an effect's ``lease=`` (a name, or a function
     of the call's arguments), an approval (set ``proposal["authority"] = {"approval": id}``
     after :meth:`approve`), or else the *standing lease* ``"<agent>-standing"``, which this
-    API grants (for ten years) the first time it is needed and never again: once revoked
-    with :meth:`revoke_lease`, it stays revoked, and every effect under it is refused.
-    ``clock`` is for tests (:class:`interlock.clock.FakeClock`)."""
+    API grants (for ten years) the first time a proposal needs it and never again: once
+    revoked with :meth:`revoke_lease`, it stays revoked, and every effect under it is
+    refused. ``claim_wait``: how :meth:`recover` waits out another worker's live claim
+    (``True``: as the gate says, up to ~30 s; ``False``: not at all; or a
+    :class:`interlock.ClaimWait`). ``clock`` is for tests
+    (:class:`interlock.clock.FakeClock`).
+
+    One Interlock may be shared by threads: calls into the gate take turns (one lock),
+    while effect functions, premises, checks and lookups run concurrently between them."""
 
     def __init__(self, path: Union[str, Path] = ".interlock", *, agent: str = "agent", clock=None,
-                 wasm: Optional[Path] = None):
+                 claim_wait: Union[bool, ClaimWait] = True, wasm: Optional[Path] = None):
+        if isinstance(path, (str, bytes)):
+            url = _URL.match(os.fsdecode(path))
+            if url:
+                raise UnsupportedJournal(url.group(1))
+        self.claim_wait = claim_wait_of(claim_wait)
         self.path = Path(path)
         self.agent = agent
         self.clock = clock or SystemClock()
         self._wasm = wasm
+        # Serializes every gate call, and what must change together with one (the gate
+        # instance, the standing lease's check and grant). Reentrant: one leads to another.
+        self._lock = threading.RLock()
         self._journal = JournalRef(FileJournal.open(self.path))
         self._host: Optional[GateHost] = None
         self._effects: Dict[str, Effect] = {}
@@ -332,9 +397,10 @@ class Interlock:
 
     def close(self) -> None:
         """Releases the journal's lock. The object cannot be used afterwards."""
-        self._journal.close()
-        self._host = None
-        self._dead = self._dead or "this Interlock was closed"
+        with self._lock:
+            self._journal.close()
+            self._host = None
+            self._dead = self._dead or "this Interlock was closed"
 
     def __enter__(self) -> "Interlock":
         return self
@@ -343,17 +409,19 @@ class Interlock:
         self.close()
 
     def _die(self, why: str) -> None:
-        self._journal.close()  # as at a process exit: the lock goes with it
-        self._host = None
-        self._dead = why
+        with self._lock:
+            self._journal.close()  # as at a process exit: the lock goes with it
+            self._host = None
+            self._dead = why
 
     def host(self) -> GateHost:
         """The gate instance (a fresh one after a trap: what is durable stays)."""
-        if self._dead:
-            raise InterlockError(f"{self._dead}; create a new Interlock on {self.path}")
-        if self._host is None or self._host.broken:
-            self._host = GateHost(self._journal, self.clock, self._wasm)
-        return self._host
+        with self._lock:
+            if self._dead:
+                raise InterlockError(f"{self._dead}; create a new Interlock on {self.path}")
+            if self._host is None or self._host.broken:
+                self._host = GateHost(self._journal, self.clock, self._wasm, lock=self._lock)
+            return self._host
 
     # -- the decorator
 
@@ -369,10 +437,11 @@ class Interlock:
         ``premises(*args, idempotency_key)``: the facts the decision rests on, read fresh
         (excluding this effect's own result); called when the proposal is made, right
         before the send, and before any resend. ``allowed(*args)``: the host's own
-        authority check, asked at dispatch and at recovery. ``lookup(*args,
-        idempotency_key)``: whether the effect already happened (truthy: found).
-        ``dedupes``: the target dedupes on the idempotency key within
+        authority check, asked at dispatch and at recovery (if it raises, the effect stays
+        open). ``lookup(*args, idempotency_key)``: whether the effect already happened
+        (truthy: found). ``dedupes``: the target dedupes on the idempotency key within
         ``dedupe_window_ms``. ``timeout_ms``: how long a send may take (the claim).
+        ``bounds``: premises that may move within a bound (``{"name": {"at_most": n}}``).
         ``rejects``: exception types that mean "refused, nothing applied" (besides
         :class:`interlock.Rejected`); any other exception leaves the send's fate unknown."""
 
@@ -381,7 +450,7 @@ class Interlock:
                           lookup=lookup, dedupes=dedupes, dedupe_window_ms=dedupe_window_ms,
                           timeout_ms=timeout_ms, agent=agent, lease=lease, bounds=bounds,
                           cap=cap, rejects=tuple(rejects))
-            self._effects[spec.name] = spec
+            self._effects[spec.name] = spec  # routed from the next operation on
             effect_gate = EffectGate(self, spec)
 
             if spec.is_async:
@@ -393,11 +462,18 @@ class Interlock:
                 def gated(*args, **kwargs):
                     return effect_gate.submit(proposal(*args, **kwargs))
 
-            def proposal(*args, **kwargs) -> Dict[str, Any]:
+            def base(args, kwargs) -> Tuple[List[Any], Dict[str, Any], str]:
                 values = spec.values_of_call(args, kwargs)
                 p = spec.proposal_base(values)
+                # The id does not depend on bounds, and bounds without the premises they
+                # bound are refused: ask for the id of the proposal without them.
+                effect_id = self.effect_id_of({k: v for k, v in p.items() if k != "bounds"})
+                return values, p, effect_id
+
+            def proposal(*args, **kwargs) -> Dict[str, Any]:
+                values, p, effect_id = base(args, kwargs)
                 if premises is not None:
-                    read = premises(*values, self.effect_id_of(p))
+                    read = premises(*values, effect_id)
                     if inspect.isawaitable(read):
                         read.close()
                         raise TypeError(f"premises of {spec.name} is async: use `await {spec.name}.aproposal(...)`")
@@ -405,10 +481,9 @@ class Interlock:
                 return p
 
             async def aproposal(*args, **kwargs) -> Dict[str, Any]:
-                values = spec.values_of_call(args, kwargs)
-                p = spec.proposal_base(values)
+                values, p, effect_id = base(args, kwargs)
                 if premises is not None:
-                    read = premises(*values, self.effect_id_of(p))
+                    read = premises(*values, effect_id)
                     p["premises"] = await read if inspect.isawaitable(read) else read
                 return p
 
@@ -425,58 +500,67 @@ class Interlock:
 
     @staticmethod
     def _text(proposal: Union[str, Dict[str, Any]]) -> str:
-        return proposal if isinstance(proposal, str) else canonical_json(proposal)
+        return proposal if isinstance(proposal, str) else _json_text(proposal)
 
     def effect_id_of(self, proposal) -> str:
         """The effect id a proposal gets (the gate computes it; nothing is recorded)."""
         return self.host().effect_id_of(self._text(proposal))
+
+    def _prepare(self, proposal) -> Tuple[GateHost, str]:
+        """The proposal's text, checked, and the standing lease granted if it needs it:
+        a proposal that fails records nothing, the lease's grant included."""
+        text = self._text(proposal)
+        host = self.host()
+        with self._lock:
+            if self._standing_missing() and _lease_of(text) == self.standing_lease_name():
+                host.effect_id_of(text)  # raises on a proposal the gate refuses
+                self.standing_lease()
+        return host, text
 
     def submit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
         """Gates a proposal through to its outcome. ``crash_after_effect``: the effect runs,
         then this process "dies" before the reply reaches the gate: :class:`SimulatedCrash`
         is raised and this Interlock is dead (its journal lock released), as after a kill.
         ``crash_before_effect``: dies once the intent is durable, before the send."""
-        host = self._arm(crash_after_effect, crash_before_effect)
+        host, text = self._prepare(proposal)
         try:
-            o = host.submit(self._text(proposal), _Router(self, sync=True))
+            o = host.submit(text, _Router(self, sync=True),
+                            crash=_crash_point(crash_after_effect, crash_before_effect))
         except SimulatedCrash as e:
             self._die(f"this Interlock crashed (simulated, {e.point})")
             raise
-        finally:
-            host.crash_at(None)
         return self._attach(o)
 
     async def asubmit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
         """:meth:`submit` for ``async def`` effects (and async premises/allowed/lookup)."""
-        host = self._arm(crash_after_effect, crash_before_effect)
+        host, text = self._prepare(proposal)
         try:
-            o = await host.asubmit(self._text(proposal), _Router(self, sync=False))
+            o = await host.asubmit(text, _Router(self, sync=False),
+                                   crash=_crash_point(crash_after_effect, crash_before_effect))
         except SimulatedCrash as e:
             self._die(f"this Interlock crashed (simulated, {e.point})")
             raise
-        finally:
-            host.crash_at(None)
         return self._attach(o)
-
-    def _arm(self, after: bool, before: bool) -> GateHost:
-        host = self.host()
-        host.crash_at(AFTER_INTENT if before else AFTER_COMMIT if after else None)
-        return host
 
     def _attach(self, o: Outcome) -> Outcome:
         object.__setattr__(o, "_interlock", self)
         return o
 
-    def recover(self) -> RecoveryReport:
+    def recover(self, *, claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
         """Resolves every open effect by the gate's recovery table; call once on startup,
         after decorating every effect. Waits out live claims (at most the target's
-        ``timeout_ms``). Effects of functions not decorated here stay open (in ``errors``)."""
-        results = self.host().recover_all(_Router(self, sync=True))
+        ``timeout_ms``) unless ``claim_wait`` (default: the Interlock's) says not to: then
+        such an effect is reported open, reason ``claim_live``, with ``retry_after_ms``.
+        Effects of functions not decorated here stay open (reason ``target_unroutable``);
+        nothing is written for them."""
+        wait = self.claim_wait if claim_wait is None else claim_wait
+        results = self.host().recover_all(_Router(self, sync=True), wait)
         return self._report(results)
 
-    async def arecover(self) -> RecoveryReport:
+    async def arecover(self, *, claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
         """The awaitable :meth:`recover`, for ``async def`` effects."""
-        results = await self.host().arecover_all(_Router(self, sync=False))
+        wait = self.claim_wait if claim_wait is None else claim_wait
+        results = await self.host().arecover_all(_Router(self, sync=False), wait)
         return self._report(results)
 
     def _report(self, results) -> RecoveryReport:
@@ -512,12 +596,20 @@ class Interlock:
 
     # -- authority
 
-    def standing_lease(self) -> str:
-        """The default authority's lease name, granted here the first time it is needed."""
-        name = f"{self.agent}-standing"
+    def standing_lease_name(self) -> str:
+        """The default authority's lease name (nothing is granted)."""
+        return f"{self.agent}-standing"
+
+    def _standing_missing(self) -> bool:
         journal = self._journal.journal
-        if journal is not None and journal.length(f"lease:{name}") == 0:
-            self.lease(name, expires_at_ms=self.clock.now_ms() + STANDING_LEASE_MS)
+        return journal is not None and journal.length(f"lease:{self.standing_lease_name()}") == 0
+
+    def standing_lease(self) -> str:
+        """The default authority's lease name, granted here if it never was."""
+        name = self.standing_lease_name()
+        with self._lock:  # two threads must not both see it missing and grant it twice
+            if self._standing_missing():
+                self.lease(name, expires_at_ms=self.clock.now_ms() + STANDING_LEASE_MS)
         return name
 
     def lease(self, name: str, ttl_s: Optional[float] = None, *, expires_at_ms: Optional[int] = None) -> str:
@@ -549,7 +641,7 @@ class Interlock:
             del a["request"]["key"]
         if expires_at_ms is not None:
             a["expires_at_ms"] = int(expires_at_ms)
-        self.host().approve(canonical_json(a))
+        self.host().approve(_json_text(a))
         p = dict(proposal)
         p["authority"] = {"approval": approval, **(
             {"host_check": True} if proposal.get("authority", {}).get("host_check") else {})}
@@ -557,6 +649,17 @@ class Interlock:
 
     def revoke_approval(self, approval: str) -> None:
         self.host().revoke_approval(approval)
+
+
+def _lease_of(text: str) -> Any:
+    try:
+        return json.loads(text)["authority"]["lease"]
+    except (ValueError, TypeError, KeyError):
+        return None  # not a proposal under a lease: the gate says what is wrong, if anything
+
+
+def _crash_point(after: bool, before: bool) -> Optional[str]:
+    return AFTER_INTENT if before else AFTER_COMMIT if after else None
 
 
 def _outcome_receipt(self: Outcome, key: Optional[bytes] = None) -> Receipt:

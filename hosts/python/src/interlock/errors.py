@@ -75,13 +75,20 @@ class UnexpectedReply(GateError):
 
 
 class JournalFailed(GateError):
-    """The journal failed; nothing was sent. ``journal_case`` is the WIT
-    ``journal-error`` case (``conflict``, ``io``, ``corrupt``, ``torn-tail``, ``other``)."""
+    """The journal failed. ``journal_case`` is the WIT ``journal-error`` case
+    (``conflict``, ``io``, ``corrupt``, ``torn-tail``, ``other``). Nothing is sent on an
+    intent that is not durable; but the failure may come after a send (recording its
+    result), so the effect may have happened: it stays open, and :meth:`recover` resolves
+    it once the journal works again."""
 
     case = "journal"
 
     def __init__(self, journal_case: str, detail: Any):
-        super().__init__(f"the journal failed (nothing was sent): {journal_case}: {detail}", detail)
+        super().__init__(
+            f"the journal failed: {journal_case}: {detail}; an effect this left open is "
+            "resolved by recover() once the journal works again",
+            detail,
+        )
         self.journal_case = journal_case
         self.detail = detail
 
@@ -93,7 +100,8 @@ class CorruptJournal(GateError):
 
 
 class Contention(GateError):
-    """Other workers kept winning the journal; nothing was sent. Retry."""
+    """Other workers kept winning the journal. Retry; an effect this left open (if the
+    contention came after its send) is resolved by :meth:`recover`."""
 
     case = "contention"
 
@@ -147,16 +155,33 @@ class SimulatedCrash(InterlockError):
 
 
 class UnknownTarget(InterlockError):
-    """The gate asked for a target this process has no adapter for (an effect was not
-    decorated before ``recover()``). The operation was cancelled; the effect stays open."""
+    """The gate asked for a step of a target this Interlock does not define. It never
+    should: the Interlock declares its targets (``set-routes``), and the gate leaves the
+    effects of any other target open (``target_unroutable``) without asking. Nothing was
+    answered and the operation was cancelled: what the journal holds stays, and an
+    Interlock that defines the target recovers the effect."""
 
     def __init__(self, target: str, effect_id: str):
         super().__init__(
-            f"effect {effect_id} belongs to target {target!r}, which is not registered here; "
-            "decorate it before recover(). Nothing was changed; it stays open."
+            f"the gate asked for a step of effect {effect_id} on target {target!r}, which this "
+            "Interlock does not define; nothing was answered and the operation was cancelled, "
+            f"so the effect stays open for an Interlock that defines {target!r} to recover"
         )
         self.target = target
         self.effect_id = effect_id
+
+
+class UnsupportedJournal(InterlockError, ValueError):
+    """The journal argument names something this host cannot open (a URL such as
+    ``postgres://...``: shared journals are not supported yet). Nothing was created."""
+
+    def __init__(self, scheme: str):
+        # The URL itself is not repeated: it may carry a password.
+        super().__init__(
+            f"the journal is a {scheme}:// URL, and shared journals are not supported yet: "
+            "pass the path of a directory for a file journal; nothing was created"
+        )
+        self.scheme = scheme
 
 
 class Rejected(InterlockError):

@@ -12,6 +12,7 @@ import hashlib
 import inspect
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple
@@ -59,13 +60,17 @@ def wasm_path(name: str) -> Path:
 
 _ENGINE: Optional[Engine] = None
 _COMPONENTS: Dict[Path, Component] = {}
+# Two threads creating their first instance at once must get one engine and one compiled
+# component: a component compiled by another engine cannot be instantiated.
+_LOADING = threading.RLock()
 
 
 def engine() -> Engine:
     global _ENGINE
-    if _ENGINE is None:
-        _ENGINE = Engine()
-    return _ENGINE
+    with _LOADING:
+        if _ENGINE is None:
+            _ENGINE = Engine()
+        return _ENGINE
 
 
 def _cache_dir() -> Optional[Path]:
@@ -91,8 +96,13 @@ def load_component(path: Path) -> Component:
     artifact is cached on disk (~100-200 ms saved per process), keyed by the wasm bytes and
     the wasmtime version, so a rebuilt guest or another wasmtime never loads a stale one."""
     path = Path(path).resolve()
-    if path in _COMPONENTS:
+    with _LOADING:
+        if path not in _COMPONENTS:
+            _COMPONENTS[path] = _compile(path)
         return _COMPONENTS[path]
+
+
+def _compile(path: Path) -> Component:
     data = path.read_bytes()
     key = hashlib.sha256(data + _wasmtime_version().encode()).hexdigest()[:16]
     cache = _cache_dir()
@@ -118,7 +128,6 @@ def load_component(path: Path) -> Component:
                 os.replace(tmp, cached)
             except OSError:
                 pass  # best effort: a read-only home only costs time
-    _COMPONENTS[path] = component
     return component
 
 
@@ -254,8 +263,11 @@ def failed(message: str) -> Variant:
 
 def canonical_json(value: Any) -> str:
     """Compact JSON with sorted keys (the gate re-canonicalizes what it stores; this only
-    keeps the text a host sends the same as the Rust host's)."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    keeps the text a host sends the same as the Rust host's). Integers stay exact, however
+    large (the gate refuses those outside the I-JSON range); NaN and infinities, which JSON
+    cannot carry, raise ``ValueError``."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      allow_nan=False)
 
 
 @dataclass(frozen=True)
@@ -317,20 +329,47 @@ def _journal_error(e: Exception) -> Variant:
     return Variant("io", f"journal I/O error: {e}")
 
 
+@dataclass(frozen=True)
+class ClaimWait:
+    """How recovery waits out another worker's live claim: at most ``max_polls`` polls,
+    each as long as the gate says the claim has left (``poll_ms`` when it does not say).
+    ``max_polls=0`` does not wait: the outcome is reported open, reason ``claim_live``,
+    with ``retry_after_ms``."""
+
+    poll_ms: int = 200
+    max_polls: int = 150
+
+
+DEFAULT_CLAIM_WAIT = ClaimWait()
+NO_CLAIM_WAIT = ClaimWait(max_polls=0)
+
+
+def claim_wait_of(wait: Any) -> ClaimWait:
+    """``True`` (the default wait), ``False`` (no wait) or a :class:`ClaimWait`."""
+    if isinstance(wait, ClaimWait):
+        return wait
+    if isinstance(wait, bool):
+        return DEFAULT_CLAIM_WAIT if wait else NO_CLAIM_WAIT
+    raise TypeError(f"claim_wait must be True, False or a ClaimWait, not {wait!r}")
+
+
 class GateHost:
     """One instance of the gate component with its journal and clock. Cheap to create
-    (the component is compiled once per process); a restarted process is a new host."""
+    (the component is compiled once per process); a restarted process is a new host.
 
-    #: How long recovery waits on another worker's live claim: at most this many polls,
-    #: each as long as the gate says the claim has left.
-    max_claim_polls = 150
-    poll_ms = 200
+    An instance must never be entered from two threads at once: every export call holds
+    ``lock`` (pass one to share it with other state that must change together). Target
+    I/O happens between calls, without the lock, so operations of several threads
+    interleave step by step, and a target function may call the gate itself."""
 
-    def __init__(self, journal: JournalRef, clock, wasm: Optional[Path] = None):
+    def __init__(self, journal: JournalRef, clock, wasm: Optional[Path] = None,
+                 lock: Optional[threading.RLock] = None):
         self.journal = journal
         self.clock = clock
+        self.lock = lock if lock is not None else threading.RLock()
         self.crash_point: Optional[str] = None
         self.broken = False
+        self._routes: Optional[List[str]] = None  # what the instance was last told
         component = load_component(wasm or wasm_path(GATE_WASM))
         eng = engine()
         clock_name = next(
@@ -362,7 +401,7 @@ class GateHost:
         self._funcs = {}
         for name in (
             "effect-id-of", "submit", "resume", "cancel", "open-effects", "recover",
-            "grant-lease", "revoke-lease", "approve", "revoke-approval", "confirm",
+            "set-routes", "grant-lease", "revoke-lease", "approve", "revoke-approval", "confirm",
             "receipt", "check-receipt", "verify",
         ):
             idx = instance.get_export_index(self.store, name, gi)
@@ -418,17 +457,18 @@ class GateHost:
     # -- calling the exports
 
     def _call(self, name: str, *args: Any) -> Any:
-        if self.broken:
-            raise GateTrap("this gate instance trapped earlier; it cannot be used again")
-        try:
-            result = self._funcs[name](self.store, *args)
-        except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
-            self.broken = True
-            raise GateTrap(f"the gate component trapped in {name}: {e}") from e
-        except BaseException:
-            # A host import raised (a host bug): the instance has trapped.
-            self.broken = True
-            raise
+        with self.lock:
+            if self.broken:
+                raise GateTrap("this gate instance trapped earlier; it cannot be used again")
+            try:
+                result = self._funcs[name](self.store, *args)
+            except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
+                self.broken = True
+                raise GateTrap(f"the gate component trapped in {name}: {e}") from e
+            except BaseException:
+                # A host import raised (a host bug): the instance has trapped.
+                self.broken = True
+                raise
         if isinstance(result, Variant):  # every export's error is the gate-error variant
             raise gate_error(result.tag, result.payload)
         return result
@@ -450,6 +490,24 @@ class GateHost:
 
     def recover_step(self, effect_id: str) -> Any:
         return self._call("recover", effect_id)
+
+    def set_routes(self, targets: Sequence[str]) -> None:
+        """The targets this host performs steps for; the gate asks nothing for any other
+        (its effects stay open, reason ``target_unroutable``, nothing written)."""
+        names = sorted(set(targets))
+        with self.lock:
+            if names != self._routes:
+                self._call("set-routes", names)
+                self._routes = names
+
+    def route(self, targets) -> None:
+        """Tells the gate the targets ``targets`` reaches (its ``routes()``), before an
+        operation: a target defined since the last operation is routed from now on.
+        Targets without ``routes()`` leave the routes as they are (every target, until
+        told otherwise)."""
+        routes = getattr(targets, "routes", None)
+        if routes is not None:
+            self.set_routes(routes())
 
     def grant_lease(self, lease: str, expires_at_ms: int) -> None:
         self._call("grant-lease", lease, int(expires_at_ms))
@@ -479,17 +537,20 @@ class GateHost:
 
     def crash_at(self, point: Optional[str]) -> None:
         """Raise :class:`SimulatedCrash` at ``point`` (after_intent, after_commit,
-        in_recovery) instead of answering the gate."""
+        in_recovery) instead of answering the gate, in every operation from now on (one
+        operation's own crash point is the ``crash`` argument of :meth:`submit`)."""
         self.crash_point = point
 
-    def _maybe_crash(self, here: str, effect_id: str) -> None:
-        if self.crash_point == here:
+    def _maybe_crash(self, crash: Optional[str], here: str, effect_id: str) -> None:
+        if crash == here:
             self.broken = True  # a crashed process answers nothing more
             raise SimulatedCrash(here.replace("_", " "), effect_id)
 
-    def _steps(self, first: Any, recovering: bool) -> Generator[Tuple[int, Request], Variant, Outcome]:
+    def _steps(self, first: Any, recovering: bool,
+               crash: Optional[str]) -> Generator[Tuple[int, Request], Variant, Outcome]:
         """The step loop as a generator: yields (op, request), receives the reply. Shared
         by the sync and the async drivers so both route identically."""
+        crash = crash or self.crash_point
         step = first
         while True:
             tag, payload = step.ask.tag, step.ask.payload
@@ -497,30 +558,32 @@ class GateHost:
                 return to_outcome(payload)
             req = to_request(tag, payload)
             if tag == "apply" and not recovering:
-                self._maybe_crash(AFTER_INTENT, req.effect_id)
+                self._maybe_crash(crash, AFTER_INTENT, req.effect_id)
             reply = yield step.op, req
             if tag == "apply":
-                self._maybe_crash(IN_RECOVERY if recovering else AFTER_COMMIT, req.effect_id)
+                self._maybe_crash(crash, IN_RECOVERY if recovering else AFTER_COMMIT, req.effect_id)
             elif tag == "query" and recovering:
-                self._maybe_crash(IN_RECOVERY, req.effect_id)
+                self._maybe_crash(crash, IN_RECOVERY, req.effect_id)
             step = self.resume(step.op, reply)
 
-    def drive(self, first: Any, targets, recovering: bool = False) -> Outcome:
-        gen = self._steps(first, recovering)
+    def drive(self, first: Any, targets, recovering: bool = False,
+              crash: Optional[str] = None) -> Outcome:
+        gen = self._steps(first, recovering, crash)
         try:
             op, req = next(gen)
             while True:
-                reply = self._perform(op, req, targets, None)
+                reply = self._perform(op, req, targets)
                 op, req = gen.send(reply)
         except StopIteration as stop:
             return stop.value
 
-    async def adrive(self, first: Any, targets, recovering: bool = False) -> Outcome:
-        gen = self._steps(first, recovering)
+    async def adrive(self, first: Any, targets, recovering: bool = False,
+                     crash: Optional[str] = None) -> Outcome:
+        gen = self._steps(first, recovering, crash)
         try:
             op, req = next(gen)
             while True:
-                reply = self._perform(op, req, targets, None)
+                reply = self._perform(op, req, targets)
                 if inspect.isawaitable(reply):
                     try:
                         reply = await reply
@@ -538,7 +601,7 @@ class GateHost:
             except Exception:
                 pass
 
-    def _perform(self, op: int, req: Request, targets, _unused) -> Any:
+    def _perform(self, op: int, req: Request, targets) -> Any:
         try:
             return getattr(targets, req.kind)(req)
         except SimulatedCrash:
@@ -549,45 +612,55 @@ class GateHost:
             self._cancel_quietly(op)
             raise
 
-    def submit(self, proposal: str, targets) -> Outcome:
-        return self.drive(self.submit_step(proposal), targets)
+    def submit(self, proposal: str, targets, crash: Optional[str] = None) -> Outcome:
+        self.route(targets)
+        return self.drive(self.submit_step(proposal), targets, crash=crash)
 
-    async def asubmit(self, proposal: str, targets) -> Outcome:
-        return await self.adrive(self.submit_step(proposal), targets)
+    async def asubmit(self, proposal: str, targets, crash: Optional[str] = None) -> Outcome:
+        self.route(targets)
+        return await self.adrive(self.submit_step(proposal), targets, crash=crash)
 
-    def _claim_live(self, o: Outcome) -> bool:
+    @staticmethod
+    def _claim_live(o: Outcome) -> bool:
         return o.status == "DISPATCHED" and o.reason == "claim_live"
 
-    def recover(self, effect_id: str, targets) -> Outcome:
+    @staticmethod
+    def _wait_ms(wait: ClaimWait, o: Outcome) -> int:
+        # The claim is live until strictly after its deadline.
+        return wait.poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1
+
+    def recover(self, effect_id: str, targets, claim_wait: Any = True) -> Outcome:
         """Recovers one effect by the gate's recovery table. While another worker's claim is
         live the gate says so (``claim_live``, ``retry_after_ms``); this waits exactly that
-        long and asks again, at most :attr:`max_claim_polls` times."""
+        long and asks again, as ``claim_wait`` allows (see :class:`ClaimWait`)."""
+        wait = claim_wait_of(claim_wait)
+        self.route(targets)
         polls = 0
         while True:
             o = self.drive(self.recover_step(effect_id), targets, recovering=True)
-            if not self._claim_live(o) or polls >= self.max_claim_polls:
+            if not self._claim_live(o) or polls >= wait.max_polls:
                 return o
             polls += 1
-            self.clock.sleep(self.poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1)
+            self.clock.sleep(self._wait_ms(wait, o))
 
-    async def arecover(self, effect_id: str, targets) -> Outcome:
+    async def arecover(self, effect_id: str, targets, claim_wait: Any = True) -> Outcome:
+        wait = claim_wait_of(claim_wait)
+        self.route(targets)
         polls = 0
         while True:
             o = await self.adrive(self.recover_step(effect_id), targets, recovering=True)
-            if not self._claim_live(o) or polls >= self.max_claim_polls:
+            if not self._claim_live(o) or polls >= wait.max_polls:
                 return o
             polls += 1
-            await self.clock.asleep(
-                self.poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1
-            )
+            await self.clock.asleep(self._wait_ms(wait, o))
 
-    def recover_all(self, targets) -> List[Tuple[str, Any]]:
+    def recover_all(self, targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
         """Recovers every open effect: ``[(effect_id, Outcome or exception)]``. One effect's
         gate error does not stop the others; a trap or a crash stops everything."""
         results: List[Tuple[str, Any]] = []
         for effect_id in self.open_effects():
             try:
-                results.append((effect_id, self.recover(effect_id, targets)))
+                results.append((effect_id, self.recover(effect_id, targets, claim_wait)))
             except (GateTrap, SimulatedCrash):
                 raise
             except Exception as e:  # noqa: BLE001 - reported per effect
@@ -596,11 +669,11 @@ class GateHost:
                 results.append((effect_id, e))
         return results
 
-    async def arecover_all(self, targets) -> List[Tuple[str, Any]]:
+    async def arecover_all(self, targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
         results: List[Tuple[str, Any]] = []
         for effect_id in self.open_effects():
             try:
-                results.append((effect_id, await self.arecover(effect_id, targets)))
+                results.append((effect_id, await self.arecover(effect_id, targets, claim_wait)))
             except (GateTrap, SimulatedCrash):
                 raise
             except Exception as e:  # noqa: BLE001

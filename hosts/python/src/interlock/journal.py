@@ -10,6 +10,14 @@ A journal is a directory holding:
   :class:`FileJournal`, so there is one writer per directory. The Rust side uses flock
   too, so the CLI and Python exclude each other.
 
+A journal records what agents did and why: a directory this module creates is owner-only
+(0700), and every file it creates is 0600, whatever the umask. A directory that already
+exists keeps the mode its owner gave it.
+
+Within a process, a :class:`FileJournal` may be used from several threads (several gate
+instances on one journal): each call holds the journal's lock, so a compare-and-append
+is one atomic step.
+
 The index (byte offset and length of each entry, per stream) is rebuilt on open from each
 line's ``stream``, ``seq`` and ``open`` members. A final line without ``"\\n"`` is a torn
 write: open refuses (:class:`TornTail`) and :meth:`FileJournal.repair` saves the torn bytes
@@ -22,8 +30,10 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import functools
 import json
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -31,6 +41,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 JOURNAL_FILE = "journal.jsonl"
 LOCK_FILE = "journal.lock"
 TORN_PREFIX = "journal.torn-"
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
 class JournalFileError(Exception):
@@ -165,8 +177,36 @@ def _sync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def _create(path: Path, flags: int, exclusive: bool = False) -> Tuple[int, bool]:
+    """Opens ``path``, creating it owner-only (an existing file keeps its mode): the file
+    and whether this call created it. ``exclusive``: an existing file is an error."""
+    try:
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    except FileExistsError:
+        if exclusive:
+            raise
+        return os.open(path, flags), False
+    try:
+        os.fchmod(fd, FILE_MODE)  # the umask may have taken bits the owner needs
+    except OSError:
+        os.close(fd)
+        raise
+    return fd, True
+
+
+def _make_dir(d: Path) -> None:
+    """Creates the journal directory owner-only (its parents as the umask says)."""
+    d.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        d.mkdir(DIR_MODE)
+    except FileExistsError:
+        return  # someone else made it: their mode stands
+    os.chmod(d, DIR_MODE)
+    _sync_dir(d.parent if str(d.parent) else Path("."))
+
+
 def _lock(d: Path) -> int:
-    fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd, _ = _create(d / LOCK_FILE, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except OSError as e:
@@ -175,6 +215,15 @@ def _lock(d: Path) -> int:
             raise Locked(d) from None
         raise JournalIOError(str(e)) from None
     return fd
+
+
+def _locked(method):
+    @functools.wraps(method)
+    def locked(self, *args):
+        with self._mutex:
+            return method(self, *args)
+
+    return locked
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -188,6 +237,8 @@ class FileJournal:
     """An open, locked journal directory (see the module documentation)."""
 
     def __init__(self, directory: Path, fd: int, lock_fd: int, length: int, index: _Index):
+        # Reentrant: an empty durable append syncs under the same lock.
+        self._mutex = threading.RLock()
         self.dir = directory
         self._fd: Optional[int] = fd
         self._lock_fd: Optional[int] = lock_fd
@@ -204,19 +255,16 @@ class FileJournal:
         d = Path(directory)
         try:
             if not d.is_dir():
-                d.mkdir(parents=True, exist_ok=True)
-                _sync_dir(d.parent if str(d.parent) else Path("."))
+                _make_dir(d)
             lock_fd = _lock(d)
         except OSError as e:
             raise JournalIOError(str(e)) from None
         try:
             path = d / JOURNAL_FILE
+            fd, created = _create(path, os.O_RDWR | os.O_APPEND)
             try:
-                fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
-                _sync_dir(d)  # a new file: make its existence durable once
-            except FileExistsError:
-                fd = os.open(path, os.O_RDWR | os.O_APPEND)
-            try:
+                if created:
+                    _sync_dir(d)  # a new file: make its existence durable once
                 index, length = _scan(fd)
             except BaseException:
                 os.close(fd)
@@ -229,6 +277,7 @@ class FileJournal:
             raise
         return cls(d, fd, lock_fd, length, index)
 
+    @_locked
     def close(self) -> None:
         """Closes the file and releases the lock (as a process exit would)."""
         for attr in ("_fd", "_lock_fd"):
@@ -259,6 +308,7 @@ class FileJournal:
                 f"({self._poisoned}); reopen it"
             )
 
+    @_locked
     def append(
         self, stream: str, expected_len: int, entries: Sequence[str], durable: bool, is_open: bool
     ) -> None:
@@ -305,6 +355,7 @@ class FileJournal:
             offset += len(raw) + 1
         self._len = offset
 
+    @_locked
     def read(self, stream: str, start: int) -> List[str]:
         offsets = self._index.offsets.get(stream)
         if not offsets:
@@ -327,15 +378,19 @@ class FileJournal:
                 ) from None
         return out
 
+    @_locked
     def length(self, stream: str) -> int:
         return self._index.length(stream)
 
+    @_locked
     def open_streams(self) -> List[str]:
         return [s for s, is_open in self._index.open.items() if is_open]
 
+    @_locked
     def streams(self) -> List[str]:
         return list(self._index.offsets)
 
+    @_locked
     def sync(self) -> None:
         self._check_poisoned()
         if not self._pending:
@@ -378,7 +433,7 @@ class FileJournal:
                 name = f"{TORN_PREFIX}{keep}" + (f".{attempt}" if attempt else "")
                 side = d / name
                 try:
-                    sfd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+                    sfd, _ = _create(side, os.O_WRONLY, exclusive=True)
                     break
                 except FileExistsError:
                     attempt += 1

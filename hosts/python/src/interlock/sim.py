@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
@@ -66,8 +67,10 @@ def write_state_file(path: Path, snapshot: str) -> None:
     """The Rust crate's ``write_state_file``: a crash leaves the old file or the new one."""
     path = Path(path)
     tmp = Path(str(path) + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # Owner-only, like the journal it may sit beside.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
+        os.fchmod(fd, 0o600)
         data = snapshot.encode("utf-8") + b"\n"
         view = memoryview(data)
         while view:
@@ -85,9 +88,11 @@ def write_state_file(path: Path, snapshot: str) -> None:
 
 class Payments:
     """One simulated refund API (tier "1", "2", "3" or "1+lookup"), in memory or kept in a
-    state file. Amounts are cents; times Unix ms."""
+    state file. Amounts are cents; times Unix ms. Safe to call from several threads, as a
+    real service is: one call at a time enters the component."""
 
     def __init__(self, path: Optional[Path] = None):
+        self._lock = threading.RLock()
         component = load_component(wasm_path(PAYMENTS_WASM))
         self.store = Store(engine())
         try:
@@ -133,7 +138,8 @@ class Payments:
 
     def _call(self, name: str, *args: Any) -> Any:
         try:
-            r = self._funcs[name](self.store, *args)
+            with self._lock:
+                r = self._funcs[name](self.store, *args)
         except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
             raise GateTrap(f"payments_sim.wasm trapped in {name}: {e}") from e
         if isinstance(r, Variant):
@@ -141,11 +147,12 @@ class Payments:
         return r
 
     def _mutate(self, name: str, *args: Any) -> Any:
-        r = self._call(name, *args)
-        if self.path is not None:
-            # Durable before anyone acts on the result (the WIT contract of the service).
-            write_state_file(self.path, self.snapshot())
-        return r
+        with self._lock:  # the state file keeps up with the calls, in their order
+            r = self._call(name, *args)
+            if self.path is not None:
+                # Durable before anyone acts on the result (the WIT contract of the service).
+                write_state_file(self.path, self.snapshot())
+            return r
 
     def snapshot(self) -> str:
         return self._call("snapshot")
@@ -221,7 +228,7 @@ def service() -> Payments:
         if path.exists():
             _current = Payments.open(path)
         else:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            path.parent.mkdir(0o700, parents=True, exist_ok=True)
             _current = Payments.create(path, os.environ.get("INTERLOCK_SIM_TIER", "1+lookup"))
             _current.add_order("order_881", 10_000)
     return _current

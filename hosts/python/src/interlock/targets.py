@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Callable, Optional
 
+from .errors import UnknownTarget
 from .gate import Request, applied, canonical_json, captured, failed, found, not_found, rejected, unknown
 from .gate import allowed as allowed_reply
 from .sim import Payments, ServiceError
@@ -18,9 +19,15 @@ from .sim import Payments, ServiceError
 PAYMENTS = "payments"
 
 
-def _effect(req: Request):
+def _ours(req: Request) -> None:
     if req.target != PAYMENTS:
-        raise ValueError(f"no target adapter named {req.target!r} (this host has {PAYMENTS!r})")
+        # Never a made-up reply for a target this adapter cannot reach: with routes()
+        # declared the gate does not ask, and if it did, the operation is abandoned.
+        raise UnknownTarget(req.target, req.effect_id)
+
+
+def _effect(req: Request):
+    _ours(req)
     try:
         v = json.loads(req.effect)
     except ValueError as e:
@@ -48,6 +55,9 @@ class PaymentsTarget:
         # check must not pass because the host forgot to install one.
         self.authorizer = authorizer
 
+    def routes(self):
+        return [PAYMENTS]
+
     def capture(self, req: Request):
         try:
             order, _ = _effect(req)
@@ -66,6 +76,7 @@ class PaymentsTarget:
         return captured(asked)
 
     def authorize(self, req: Request):
+        _ours(req)
         return allowed_reply(self.authorizer is not None and bool(self.authorizer(req)))
 
     def apply(self, req: Request):
