@@ -3,18 +3,26 @@
 //! Every decision is the gate component's; this binary opens journals and services, runs
 //! the gate, and prints what it decided.
 
+mod output;
+
+use std::fmt::Display;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use anyhow::{anyhow, bail, Context, Result};
-use clap::{Parser, Subcommand, ValueEnum};
-use interlock_cli::bindings::interlock::gate::types::{Outcome, State};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use interlock_cli::bindings::interlock::gate::types::State;
 use interlock_cli::gate::CrashAction;
 use interlock_cli::seed::{self, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
-use interlock_cli::{Clock, CrashPoint, GateHost, PaymentsTarget, Runtime};
+use interlock_cli::{Clock, CrashPoint, GateHost, MemoryJournal, PaymentsTarget, Runtime};
 use interlock_file_journal::{Error as FileError, FileJournal};
 use interlock_payments_sim::{Payments, Tier};
-use serde_json::Value;
+use serde_json::{json, Value};
+
+use output::{
+    file_kind, outcome_json, reason_text, refuse_url, report_json, state_name, words, Failure,
+};
 
 const AFTER_HELP: &str = "\
 Interlock journals an agent's side effect (say, a $20 refund) before it is sent, re-checks
@@ -30,10 +38,57 @@ Then look at what the demo left behind (its folder is printed at the end):
   interlock verify .interlock-demo/2
   interlock receipt .interlock-demo/2 EFFECT_ID
 
-Exit codes: 0 ok, 1 a verification or outcome failure, 2 a usage or input error.
+An operator acts on a journal with:
+  interlock lease grant DIR NAME --for 48h    authority for proposals naming the lease
+  interlock lease revoke DIR NAME
+  interlock approve DIR FILE                  an approval (JSON; FILE `-` reads stdin)
+  interlock revoke-approval DIR ID
+
+Every command acts on an existing journal folder and refuses a missing one, except
+`lease grant`, which creates it (granting the first lease is how a journal is set up), and
+`demo`. A URL (postgres://, sqlite:///, file://) is refused: shared journals are not
+supported yet. Bad input records nothing.
+
+--json prints one JSON document on stdout: for `recover` the list of outcomes
+({effect_id, state, reason, executed, replayed, retry_after_ms, result, changed,
+return_to}, spelled as the journal spells them: COMMITTED, conflicting_payload), for
+`verify` the report ({ok, streams, entries, problems}), for `receipt` the receipt, for
+the others {\"ok\": true, ...}. A failure is then also on stdout, as
+{\"error\": {\"kind\", \"message\", \"field\"}} (`field`: the JSON pointer of an
+invalid_field, with `problem`), and nothing is written to stderr. Without --json a failure
+is one line on stderr.
+
+Exit codes:
+  0  ok
+  1  the journal fails verification (a broken hash chain, an unparsable or torn line), or
+     `recover` left an effect AMBIGUOUS or still open, or failed on one: a person must look
+  2  usage or input error: bad arguments, invalid JSON or fields, a missing file or
+     folder, a URL as the journal, a journal that is locked or cannot be opened
 
 The gate component is found with --wasm, $INTERLOCK_WASM, the build output of
 `bash scripts/build-wasm.sh`, or next to this program.";
+
+const GRANT_HELP: &str = "\
+DIR is created when it does not exist (its parent must): granting the first lease is how a
+journal is set up. A grant the gate refuses (an empty name, say) creates nothing.
+The latest grant or revoke of a lease is what counts: granting again moves its expiry to the
+new time, and grants a revoked lease anew.
+
+Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
+
+const APPROVE_HELP: &str = "\
+The approval (schema: ARCHITECTURE.md, \"Approval\"):
+  {\"approval\": \"apr-7\", \"approver\": \"manager@shop\",
+   \"request\": {\"key\": \"refund:order_881\", \"effect\": {\"order\": \"order_881\", \"amount_cents\": 2000}},
+   \"premises_seen\": {\"eligible\": true}, \"expires_at_ms\": 1800000000000}
+It authorizes exactly the request whose key (or effect, without a key) it names; a proposal
+names it as {\"authority\": {\"approval\": \"apr-7\"}}. Recording the same approval twice is
+harmless; another request under an existing id is refused (invalid_field at /approval).
+
+Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
+
+const REVOKE_HELP: &str = "\
+Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
 
 #[derive(Parser)]
 #[command(name = "interlock", version, about = "A safety gate for an AI agent's side effects", after_help = AFTER_HELP)]
@@ -45,6 +100,9 @@ struct Cli {
     /// The gate component (.wasm).
     #[arg(long, global = true, value_name = "PATH")]
     wasm: Option<PathBuf>,
+    /// Print one JSON document on stdout, failures included (`interlock --help` says which).
+    #[arg(long, global = true)]
+    json: bool,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -61,7 +119,8 @@ enum Cmd {
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
-    /// Recover every open effect in a journal against the payments service.
+    /// Recover every open effect in a journal against the payments service (exit 1 when
+    /// one is left AMBIGUOUS or open).
     Recover {
         /// The journal folder.
         dir: PathBuf,
@@ -69,7 +128,8 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         payments: Option<PathBuf>,
     },
-    /// Verify every stream's hash chain (exit 1 on any problem).
+    /// Verify every stream's hash chain (exit 1 on any problem, a torn last line included;
+    /// 2 when it cannot be checked: no folder, locked, an unreadable receipt).
     Verify {
         /// The journal folder.
         dir: PathBuf,
@@ -92,6 +152,27 @@ enum Cmd {
         /// The journal folder.
         dir: PathBuf,
     },
+    /// Grant or revoke a lease: the authority a proposal names as `authority.lease`.
+    Lease {
+        #[command(subcommand)]
+        action: LeaseCmd,
+    },
+    /// Record an approval: authority for exactly one request. Durable on return.
+    #[command(after_help = APPROVE_HELP)]
+    Approve {
+        /// The journal folder (must exist).
+        dir: PathBuf,
+        /// The approval JSON, or `-` to read it from stdin.
+        file: PathBuf,
+    },
+    /// Revoke an approval: every later dispatch or recovery under it is refused. Durable.
+    #[command(after_help = REVOKE_HELP)]
+    RevokeApproval {
+        /// The journal folder (must exist).
+        dir: PathBuf,
+        /// The approval's id (its `approval` field).
+        id: String,
+    },
     /// The demo's child processes (run by `demo`).
     #[command(hide = true)]
     DemoChild {
@@ -100,6 +181,61 @@ enum Cmd {
         #[arg(long)]
         phase: Phase,
     },
+}
+
+#[derive(Subcommand)]
+enum LeaseCmd {
+    /// Grant, or extend, a lease until a time. Durable on return.
+    #[command(after_help = GRANT_HELP)]
+    Grant {
+        /// The journal folder (created when missing, see below).
+        dir: PathBuf,
+        /// The lease's name, as proposals give it in `authority.lease`.
+        name: String,
+        #[command(flatten)]
+        until: Until,
+    },
+    /// Revoke a lease: every later dispatch or recovery under it is refused. Durable.
+    #[command(after_help = REVOKE_HELP)]
+    Revoke {
+        /// The journal folder (must exist).
+        dir: PathBuf,
+        /// The lease's name.
+        name: String,
+    },
+}
+
+/// When a granted lease expires: one of the two.
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+struct Until {
+    /// Until this Unix time in milliseconds.
+    #[arg(long, value_name = "MS")]
+    until_ms: Option<u64>,
+    /// For this long from now (the --clock-ms clock): a whole number and a unit, ms, s, m,
+    /// h or d, such as 48h.
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    for_ms: Option<u64>,
+}
+
+/// `48h` -> 172800000 (ms).
+fn parse_duration(s: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("{s:?} is not a duration: a whole number and a unit (ms, s, m, h, d), such as 48h")
+    };
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(unit_ms)
+        .ok_or_else(|| format!("{s:?} is too long"))
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -143,23 +279,20 @@ enum Phase {
     NaiveRerun,
 }
 
-/// A failure with its exit code: 1 for a failed check or outcome, 2 for bad input.
-struct Failure {
-    code: u8,
-    error: anyhow::Error,
-}
-
-impl<E: Into<anyhow::Error>> From<E> for Failure {
-    fn from(error: E) -> Self {
-        Failure {
-            code: 2,
-            error: error.into(),
-        }
-    }
-}
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Known before parsing, so a usage error can be reported as JSON too.
+    let json = std::env::args_os().skip(1).any(|a| a == "--json");
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and --version are not errors (use_stderr is false for them).
+        Err(e) if json && e.use_stderr() => {
+            let text = e.render().to_string();
+            let message = text.trim().trim_start_matches("error: ");
+            println!("{}", Failure::new(2, "usage", message).to_json());
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     let clock = match cli.clock_ms {
         Some(ms) => Clock::fake(ms),
         None => Clock::System,
@@ -168,25 +301,61 @@ fn main() -> ExitCode {
         clock,
         clock_ms: cli.clock_ms,
         wasm: cli.wasm,
+        json: cli.json,
     };
-    let result = match cli.command {
-        Cmd::Demo { mode, dir } => demo(&ctx, mode, dir),
-        Cmd::Recover { dir, payments } => recover(&ctx, &dir, payments),
-        Cmd::Verify { dir, receipts } => verify(&ctx, &dir, &receipts),
+    let result = journal_arg(&cli.command)
+        .map_or(Ok(()), refuse_url)
+        .and_then(|()| run(&ctx, cli.command));
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(f) => {
+            if ctx.json {
+                println!("{}", f.to_json());
+            } else {
+                eprintln!("error: {}", f.message);
+            }
+            ExitCode::from(f.code)
+        }
+    }
+}
+
+/// The journal folder a command acts on.
+fn journal_arg(cmd: &Cmd) -> Option<&Path> {
+    match cmd {
+        Cmd::Demo { dir, .. } => dir.as_deref(),
+        Cmd::Recover { dir, .. }
+        | Cmd::Verify { dir, .. }
+        | Cmd::Receipt { dir, .. }
+        | Cmd::Repair { dir }
+        | Cmd::Approve { dir, .. }
+        | Cmd::RevokeApproval { dir, .. }
+        | Cmd::DemoChild { dir, .. }
+        | Cmd::Lease {
+            action: LeaseCmd::Grant { dir, .. } | LeaseCmd::Revoke { dir, .. },
+        } => Some(dir),
+    }
+}
+
+fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
+    match cmd {
+        Cmd::Demo { mode, dir } => demo(ctx, mode, dir),
+        Cmd::Recover { dir, payments } => recover(ctx, &dir, payments),
+        Cmd::Verify { dir, receipts } => verify(ctx, &dir, &receipts),
         Cmd::Receipt {
             dir,
             effect,
             key_file,
-        } => receipt(&ctx, &dir, &effect, key_file.as_deref()),
-        Cmd::Repair { dir } => repair(&dir),
-        Cmd::DemoChild { dir, phase } => demo_child(&ctx, &dir, phase),
-    };
-    match result {
-        Ok(code) => ExitCode::from(code),
-        Err(f) => {
-            eprintln!("error: {:#}", f.error);
-            ExitCode::from(f.code)
-        }
+        } => receipt(ctx, &dir, &effect, key_file.as_deref()),
+        Cmd::Repair { dir } => repair(ctx, &dir),
+        Cmd::Lease {
+            action: LeaseCmd::Grant { dir, name, until },
+        } => lease_grant(ctx, &dir, &name, &until),
+        Cmd::Lease {
+            action: LeaseCmd::Revoke { dir, name },
+        } => lease_revoke(ctx, &dir, &name),
+        Cmd::Approve { dir, file } => approve(ctx, &dir, &file),
+        Cmd::RevokeApproval { dir, id } => revoke_approval(ctx, &dir, &id),
+        Cmd::DemoChild { dir, phase } => demo_child(ctx, &dir, phase),
     }
 }
 
@@ -195,24 +364,51 @@ struct Ctx {
     clock: Clock,
     clock_ms: Option<u64>,
     wasm: Option<PathBuf>,
+    json: bool,
 }
 
 impl Ctx {
-    fn gate(&self, dir: &Path) -> Result<GateHost> {
-        let runtime = Runtime::locate_and_load(self.wasm.as_deref())?;
+    fn runtime(&self) -> Result<Runtime, Failure> {
+        Runtime::locate_and_load(self.wasm.as_deref()).map_err(|e| Failure {
+            kind: "component",
+            ..Failure::from(e)
+        })
+    }
+
+    fn gate(&self, dir: &Path) -> Result<GateHost, Failure> {
         let journal = open_journal(dir)?;
         Ok(GateHost::new(
-            &runtime,
+            &self.runtime()?,
             Box::new(journal),
             self.clock.clone(),
         )?)
     }
+
+    /// `value` under --json, else `text`.
+    fn print(&self, value: Value, text: impl Display) {
+        if self.json {
+            println!("{value}");
+        } else {
+            println!("{text}");
+        }
+    }
+
+    /// A line for a person; nothing under --json (its document comes at the end).
+    fn say(&self, text: impl Display) {
+        if !self.json {
+            println!("{text}");
+        }
+    }
 }
 
-fn open_journal(dir: &Path) -> Result<FileJournal> {
+fn open_journal(dir: &Path) -> Result<FileJournal, Failure> {
     // FileJournal::open creates a missing folder; a typo must not become an empty journal.
     if !dir.is_dir() {
-        bail!("{} is not a folder; no journal there", dir.display());
+        return Err(Failure::new(
+            2,
+            "no_journal",
+            format!("{} is not a folder; no journal there", dir.display()),
+        ));
     }
     FileJournal::open(dir).map_err(|e| {
         let hint = match &e {
@@ -222,18 +418,44 @@ fn open_journal(dir: &Path) -> Result<FileJournal> {
             FileError::Locked { .. } => "; is another interlock process using it?".to_string(),
             _ => String::new(),
         };
-        anyhow!("cannot open the journal in {}: {e}{hint}", dir.display())
+        Failure::new(
+            2,
+            file_kind(&e),
+            format!("cannot open the journal in {}: {e}{hint}", dir.display()),
+        )
     })
 }
 
-fn open_payments(path: &Path) -> Result<Payments> {
+fn open_payments(path: &Path) -> Result<Payments, Failure> {
     // Formatted here, not chained: the adapter's message already includes its source.
     Payments::open(path).map_err(|e| {
-        anyhow!(
-            "cannot open the payments service state {}: {e}",
-            path.display()
+        Failure::new(
+            2,
+            "payments",
+            format!(
+                "cannot open the payments service state {}: {e}",
+                path.display()
+            ),
         )
     })
+}
+
+/// A file's text, or stdin's for `-`.
+fn read_input(file: &Path) -> Result<String, Failure> {
+    let mut text = String::new();
+    let (read, name) = if file == Path::new("-") {
+        (
+            std::io::stdin().read_to_string(&mut text),
+            "stdin".to_string(),
+        )
+    } else {
+        (
+            std::fs::File::open(file).and_then(|mut f| f.read_to_string(&mut text)),
+            file.display().to_string(),
+        )
+    };
+    read.map_err(|e| Failure::from(e).context(format!("cannot read {name}")))?;
+    Ok(text)
 }
 
 // ---------------------------------------------------------------- recover, verify, ...
@@ -242,25 +464,39 @@ fn recover(ctx: &Ctx, dir: &Path, payments: Option<PathBuf>) -> Result<u8, Failu
     let payments_path = payments.unwrap_or_else(|| dir.join("payments.json"));
     let mut gate = ctx.gate(dir)?;
     let mut target = PaymentsTarget::new(open_payments(&payments_path)?, ctx.clock.clone());
-    let results = gate.recover_all(&mut target).map_err(anyhow::Error::from)?;
+    let results = gate.recover_all(&mut target)?;
     if results.is_empty() {
-        println!("nothing to recover: no open effects");
+        ctx.say("nothing to recover: no open effects");
     }
     let mut code = 0;
+    let mut list = Vec::new();
     for (effect, result) in results {
         match result {
             Ok(o) => {
-                println!("{effect} {} {}", state_name(o.state), reason_text(&o));
-                // A person must look at these; the command says so by its exit code.
-                if matches!(o.state, State::Ambiguous | State::Dispatched) {
+                ctx.say(format_args!(
+                    "{effect} {} {}",
+                    state_name(o.state),
+                    reason_text(&o)
+                ));
+                // A person must look at these (or recovery run again); the exit code says so.
+                if !matches!(
+                    o.state,
+                    State::Committed | State::Confirmed | State::Refused
+                ) {
                     code = 1;
                 }
+                list.push(outcome_json(&o));
             }
             Err(e) => {
-                println!("{effect} ERROR {e}");
+                let f = Failure::from(e);
+                ctx.say(format_args!("{effect} ERROR {}", f.message));
+                list.push(json!({"effect_id": effect, "error": f.to_json()["error"]}));
                 code = 1;
             }
         }
+    }
+    if ctx.json {
+        println!("{}", Value::Array(list));
     }
     Ok(code)
 }
@@ -268,16 +504,24 @@ fn recover(ctx: &Ctx, dir: &Path, payments: Option<PathBuf>) -> Result<u8, Failu
 fn verify(ctx: &Ctx, dir: &Path, receipts: &[PathBuf]) -> Result<u8, Failure> {
     let anchors = receipts
         .iter()
-        .map(|p| std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display())))
-        .collect::<Result<Vec<_>>>()?;
-    let mut gate = match ctx.gate(dir) {
-        Ok(g) => g,
-        // A line that is not even an entry is a verification failure, not bad input.
-        Err(e) if is_corrupt(&e) => return Err(Failure { code: 1, error: e }),
-        Err(e) => return Err(e.into()),
+        .map(|p| read_input(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    // A line that is not an entry, or a torn last line, is a journal that fails
+    // verification (exit 1), not bad input.
+    let failed_check = |f: Failure| match f.kind {
+        "corrupt_journal" | "torn_journal" => f.with_code(1),
+        _ => f,
     };
-    let report = gate.verify(&anchors).map_err(anyhow::Error::from)?;
-    if report.problems.is_empty() {
+    let mut gate = ctx.gate(dir).map_err(failed_check)?;
+    let report = gate
+        .verify(&anchors)
+        .map_err(|e| failed_check(Failure::from(e)))?;
+    let code = if report.problems.is_empty() { 0 } else { 1 };
+    if ctx.json {
+        println!("{}", report_json(&report));
+        return Ok(code);
+    }
+    if code == 0 {
         println!("ok: {} streams, {} entries", report.streams, report.entries);
         return Ok(0);
     }
@@ -294,29 +538,123 @@ fn verify(ctx: &Ctx, dir: &Path, receipts: &[PathBuf]) -> Result<u8, Failure> {
     Ok(1)
 }
 
-fn is_corrupt(e: &anyhow::Error) -> bool {
-    e.to_string().contains("corrupt journal")
-}
-
 fn receipt(ctx: &Ctx, dir: &Path, effect: &str, key_file: Option<&Path>) -> Result<u8, Failure> {
     let key = key_file
         .map(|p| std::fs::read(p).with_context(|| format!("cannot read key file {}", p.display())))
         .transpose()?;
     let mut gate = ctx.gate(dir)?;
-    let receipt = gate
-        .receipt(effect, key.as_deref())
-        .map_err(anyhow::Error::from)?;
-    println!("{receipt}");
+    // The receipt is JSON already: the same document with or without --json.
+    println!("{}", gate.receipt(effect, key.as_deref())?);
     Ok(0)
 }
 
-fn repair(dir: &Path) -> Result<u8, Failure> {
+fn repair(ctx: &Ctx, dir: &Path) -> Result<u8, Failure> {
     if !dir.is_dir() {
-        return Err(anyhow!("{} is not a folder; no journal there", dir.display()).into());
+        return Err(Failure::new(
+            2,
+            "no_journal",
+            format!("{} is not a folder; no journal there", dir.display()),
+        ));
     }
-    let report = FileJournal::repair(dir)
-        .map_err(|e| anyhow!("cannot repair the journal in {}: {e}", dir.display()))?;
-    println!("{report}");
+    let report = FileJournal::repair(dir).map_err(|e| {
+        Failure::new(
+            2,
+            file_kind(&e),
+            format!("cannot repair the journal in {}: {e}", dir.display()),
+        )
+    })?;
+    let value = json!({
+        "ok": true,
+        "repaired": report.torn_offset.is_some(),
+        "torn_offset": report.torn_offset,
+        "torn_bytes": report.torn_bytes,
+        "saved_to": report.saved_to.as_ref().map(|p| p.display().to_string()),
+    });
+    ctx.print(value, &report);
+    Ok(0)
+}
+
+// ---------------------------------------------------------------- leases and approvals
+
+fn lease_grant(ctx: &Ctx, dir: &Path, name: &str, until: &Until) -> Result<u8, Failure> {
+    let expires_at_ms = match (until.until_ms, until.for_ms) {
+        (Some(ms), _) => ms,
+        (None, Some(d)) => ctx
+            .clock
+            .now_ms()
+            .checked_add(d)
+            .ok_or_else(|| Failure::new(2, "usage", "--for reaches past the end of time"))?,
+        (None, None) => return Err(Failure::new(2, "usage", "give --until-ms or --for")),
+    };
+    let create = !dir.exists();
+    if create {
+        // The gate judges the grant first, on a journal in memory, so a refused grant
+        // leaves no folder behind.
+        GateHost::new(
+            &ctx.runtime()?,
+            Box::new(MemoryJournal::new()),
+            ctx.clock.clone(),
+        )?
+        .grant_lease(name, expires_at_ms)
+        .map_err(|e| Failure::from(e).context("cannot grant the lease"))?;
+        std::fs::create_dir(dir).map_err(|e| {
+            Failure::from(e).context(format!(
+                "cannot create the journal folder {}",
+                dir.display()
+            ))
+        })?;
+    }
+    ctx.gate(dir)?
+        .grant_lease(name, expires_at_ms)
+        .map_err(|e| Failure::from(e).context("cannot grant the lease"))?;
+    let mut text = String::new();
+    if create {
+        text = format!("new journal in {}\n", dir.display());
+    }
+    text += &format!("lease {name} granted until {expires_at_ms} (Unix ms)");
+    ctx.print(
+        json!({"ok": true, "lease": name, "expires_at_ms": expires_at_ms, "created_journal": create}),
+        text,
+    );
+    Ok(0)
+}
+
+fn lease_revoke(ctx: &Ctx, dir: &Path, name: &str) -> Result<u8, Failure> {
+    ctx.gate(dir)?
+        .revoke_lease(name)
+        .map_err(|e| Failure::from(e).context("cannot revoke the lease"))?;
+    ctx.print(
+        json!({"ok": true, "lease": name, "revoked": true}),
+        format!("lease {name} revoked"),
+    );
+    Ok(0)
+}
+
+fn approve(ctx: &Ctx, dir: &Path, file: &Path) -> Result<u8, Failure> {
+    let mut gate = ctx.gate(dir)?;
+    let approval = read_input(file)?;
+    gate.approve(&approval)
+        .map_err(|e| Failure::from(e).context("cannot record the approval"))?;
+    // The gate accepted it, so it is an object with a string id; read back for the report.
+    let id = serde_json::from_str::<Value>(&approval)
+        .ok()
+        .and_then(|v| v["approval"].as_str().map(str::to_string))
+        .unwrap_or_default();
+    ctx.print(
+        json!({"ok": true, "approval": id}),
+        format!("approval {id} recorded"),
+    );
+    Ok(0)
+}
+
+fn revoke_approval(ctx: &Ctx, dir: &Path, id: &str) -> Result<u8, Failure> {
+    ctx.gate(dir)?
+        .revoke_approval(id)
+        .map_err(|e| Failure::from(e).context("cannot revoke the approval"))?;
+    ctx.print(
+        json!({"ok": true, "approval": id, "revoked": true}),
+        format!("approval {id} revoked"),
+    );
     Ok(0)
 }
 
@@ -334,18 +672,24 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
     payments.add_order(ORDER, PAID_CENTS)?;
 
     match mode {
-        Mode::Naive => println!(
+        Mode::Naive => ctx.say(format_args!(
             "system: no gate (plain retry), payments API at tier {}",
             tier.label()
-        ),
-        _ => println!("system: INTERLOCK, payments API at tier {}", tier.label()),
+        )),
+        _ => ctx.say(format_args!(
+            "system: INTERLOCK, payments API at tier {}",
+            tier.label()
+        )),
     }
-    println!(
+    ctx.say(format_args!(
         "customer paid {}. case #4471 approves one {} partial refund.",
         dollars(PAID_CENTS),
         dollars(REFUND_CENTS)
-    );
-    println!("agent decides: refund {}", dollars(REFUND_CENTS));
+    ));
+    ctx.say(format_args!(
+        "agent decides: refund {}",
+        dollars(REFUND_CENTS)
+    ));
 
     let effect = if let Mode::Naive = mode {
         None
@@ -355,14 +699,13 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
         let proposal = seed::proposal(tier, REFUND_CENTS, premises);
         std::fs::write(dir.join("proposal.json"), &proposal)?;
         let mut gate = ctx.gate(&dir)?;
-        let effect = gate.effect_id_of(&proposal).map_err(anyhow::Error::from)?;
-        gate.grant_lease(LEASE, ctx.clock.now_ms() + HOUR_MS)
-            .map_err(anyhow::Error::from)?;
+        let effect = gate.effect_id_of(&proposal)?;
+        gate.grant_lease(LEASE, ctx.clock.now_ms() + HOUR_MS)?;
         Some(effect)
     };
     drop(payments);
 
-    println!("── refund executes, then the process dies before the ack ──");
+    ctx.say("── refund executes, then the process dies before the ack ──");
     let phase = if effect.is_some() {
         "send"
     } else {
@@ -373,16 +716,17 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
         &["demo-child", "--dir", path_str(&dir)?, "--phase", phase],
     )?;
     if child.status.success() || child.status.code() == Some(2) {
-        return Err(Failure {
-            code: 1,
-            error: anyhow!(
+        return Err(Failure::new(
+            1,
+            "demo_failed",
+            format!(
                 "the child process did not crash as planned:\n{}",
                 child_text(&child)
             ),
-        });
+        ));
     }
-    println!("💥 crash");
-    println!("── process restarts ──");
+    ctx.say("💥 crash");
+    ctx.say("── process restarts ──");
 
     let Some(effect) = effect else {
         let rerun = run_self(
@@ -396,63 +740,91 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
             ],
         )?;
         if !rerun.status.success() {
-            return Err(anyhow!("the restarted process failed:\n{}", child_text(&rerun)).into());
+            return Err(Failure::new(
+                1,
+                "demo_failed",
+                format!("the restarted process failed:\n{}", child_text(&rerun)),
+            ));
         }
-        println!("no journal: the restarted process re-runs the step and refunds again");
-        let refunded = print_totals(&payments_path)?;
+        ctx.say("no journal: the restarted process re-runs the step and refunds again");
+        let (refunded, records) = print_totals(ctx, &payments_path)?;
         if refunded > REFUND_CENTS {
-            println!("Paid twice.");
+            ctx.say("Paid twice.");
         }
-        println!(
-            "final {} refunded for one approved {}",
-            dollars(refunded),
-            dollars(REFUND_CENTS)
+        ctx.print(
+            json!({
+                "ok": true, "mode": mode.name(), "dir": dir.display().to_string(),
+                "refunded_cents": refunded, "refund_records": records,
+                "paid_twice": refunded > REFUND_CENTS,
+            }),
+            format_args!(
+                "final {} refunded for one approved {}",
+                dollars(refunded),
+                dollars(REFUND_CENTS)
+            ),
         );
         return Ok(0);
     };
 
     let before = last_state(&receipt_json(ctx, &dir, &effect)?);
-    let rec = run_self(ctx, &["recover", path_str(&dir)?])?;
+    let rec = run_self(ctx, &["--json", "recover", path_str(&dir)?])?;
     // `recover` exits 1 for an AMBIGUOUS effect: that is a result here, not a failure.
     if !matches!(rec.status.code(), Some(0 | 1)) {
-        return Err(anyhow!("recovery failed:\n{}", child_text(&rec)).into());
+        return Err(Failure::new(
+            1,
+            "demo_failed",
+            format!("recovery failed:\n{}", child_text(&rec)),
+        ));
     }
+    let outcomes: Value = serde_json::from_slice(&rec.stdout)
+        .with_context(|| format!("`recover --json` printed no JSON:\n{}", child_text(&rec)))?;
+    let reason = outcomes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["effect_id"] == effect.as_str())
+        .and_then(|o| o["reason"].as_str())
+        .map(str::to_string);
     let receipt = receipt_json(ctx, &dir, &effect)?;
     let (state, via) = last_state(&receipt);
-    // `recover` prints `ID STATE REASON`; the reason is `-` when there is none.
-    let reason = String::from_utf8_lossy(&rec.stdout)
-        .lines()
-        .find_map(|l| l.strip_prefix(effect.as_str()))
-        .and_then(|rest| rest.split_whitespace().nth(1).map(str::to_string))
-        .filter(|r| r != "-");
     let said = match before.0.as_str() {
         "DISPATCHED" => "DISPATCHED with no COMMITTED".to_string(),
         other => other.to_string(),
     };
     let mut how = Vec::new();
-    how.extend(via.map(|v| format!("via {v}")));
-    how.extend(reason);
+    how.extend(via.as_ref().map(|v| format!("via {v}")));
+    how.extend(reason.clone());
     let how = if how.is_empty() {
         String::new()
     } else {
         format!(" ({})", how.join(", "))
     };
-    println!("journal says {said} → recovery: {state}{how}");
-    print_totals(&payments_path)?;
-    println!("journal:");
+    ctx.say(format_args!("journal says {said} → recovery: {state}{how}"));
+    let (refunded, records) = print_totals(ctx, &payments_path)?;
+    ctx.say("journal:");
     for entry in receipt["entries"].as_array().into_iter().flatten() {
         let s = entry["state"].as_str().unwrap_or("?");
         let via = entry["via"].as_str().unwrap_or("");
-        println!("  {}", format!("{s:<11} {effect} {via}").trim_end());
+        ctx.say(format_args!(
+            "  {}",
+            format!("{s:<11} {effect} {via}").trim_end()
+        ));
     }
-    println!(
+    ctx.say(format_args!(
         "receipt: final {}, executed {}, attempts {}; full JSON: interlock receipt {} {effect}",
         receipt["final"].as_str().unwrap_or("?"),
         receipt["executed"].as_str().unwrap_or("?"),
         receipt["attempts"],
         dir.display()
+    ));
+    ctx.print(
+        json!({
+            "ok": true, "mode": mode.name(), "dir": dir.display().to_string(),
+            "effect_id": effect, "journal_before": before.0, "final": state, "via": via,
+            "reason": reason, "refunded_cents": refunded, "refund_records": records,
+        }),
+        format_args!("final {state}"),
     );
-    println!("final {state}");
     Ok(0)
 }
 
@@ -466,14 +838,15 @@ fn demo_child(ctx: &Ctx, dir: &Path, phase: Phase) -> Result<u8, Failure> {
             let mut gate = ctx.gate(dir)?;
             gate.crash_at(CrashPoint::AfterCommit, CrashAction::Abort);
             let mut target = PaymentsTarget::new(payments, ctx.clock.clone());
-            let outcome = gate
-                .submit(&proposal, &mut target)
-                .map_err(anyhow::Error::from)?;
-            Err(anyhow!(
-                "the send ended {} without reaching the service",
-                state_name(outcome.state)
-            )
-            .into())
+            let outcome = gate.submit(&proposal, &mut target)?;
+            Err(Failure::new(
+                1,
+                "demo_failed",
+                format!(
+                    "the send ended {} without reaching the service",
+                    state_name(outcome.state)
+                ),
+            ))
         }
         Phase::NaiveSend => {
             payments.refund(ORDER, REFUND_CENTS, None, None, ctx.clock.now_ms())?;
@@ -534,9 +907,9 @@ fn path_str(p: &Path) -> Result<&str> {
         .ok_or_else(|| anyhow!("{} is not UTF-8", p.display()))
 }
 
-fn receipt_json(ctx: &Ctx, dir: &Path, effect: &str) -> Result<Value> {
+fn receipt_json(ctx: &Ctx, dir: &Path, effect: &str) -> Result<Value, Failure> {
     let text = ctx.gate(dir)?.receipt(effect, None)?;
-    serde_json::from_str(&text).context("the receipt is not JSON")
+    Ok(serde_json::from_str(&text).context("the receipt is not JSON")?)
 }
 
 /// The state and `via` of a receipt's last journal entry.
@@ -551,15 +924,15 @@ fn last_state(receipt: &Value) -> (String, Option<String>) {
     (state, via)
 }
 
-fn print_totals(payments_path: &Path) -> Result<u64> {
+fn print_totals(ctx: &Ctx, payments_path: &Path) -> Result<(u64, usize), Failure> {
     let payments = open_payments(payments_path)?;
     let refunded = payments.refunded_cents(ORDER);
-    println!(
-        "refunded on order #881: {} ({} refund record(s))",
+    let records = payments.refunds(ORDER).len();
+    ctx.say(format_args!(
+        "refunded on order #881: {} ({records} refund record(s))",
         dollars(refunded),
-        payments.refunds(ORDER).len()
-    );
-    Ok(refunded)
+    ));
+    Ok((refunded, records))
 }
 
 fn dollars(cents: u64) -> String {
@@ -570,32 +943,28 @@ fn dollars(cents: u64) -> String {
     }
 }
 
-/// The state as spelled in JSON (upper case), derived from the generated enum so a new
-/// WIT case needs no change here.
-fn state_name(s: State) -> String {
-    variant_name(format!("{s:?}")).to_uppercase()
-}
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
 
-/// `Reason::ClaimLive` (the generated Debug) -> `ClaimLive`.
-fn variant_name(debug: String) -> String {
-    debug.rsplit("::").next().unwrap_or_default().to_string()
-}
-
-/// The reason as its JSON code (`no_dedupe_no_lookup`), or `-`.
-fn reason_text(o: &Outcome) -> String {
-    o.reason
-        .map_or_else(|| "-".to_string(), |r| words(format!("{r:?}"), '_'))
-}
-
-/// `Reason::NoDedupeNoLookup` (the generated Debug) -> `no_dedupe_no_lookup` with `sep`
-/// `_`, as WIT spells it with `-`; derived so a new WIT case needs no change here.
-fn words(debug: String, sep: char) -> String {
-    let mut out = String::new();
-    for (i, c) in variant_name(debug).chars().enumerate() {
-        if c.is_uppercase() && i > 0 {
-            out.push(sep);
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("48h"), Ok(48 * 3_600_000));
+        assert_eq!(parse_duration("30m"), Ok(1_800_000));
+        assert_eq!(parse_duration("10s"), Ok(10_000));
+        assert_eq!(parse_duration("250ms"), Ok(250));
+        assert_eq!(parse_duration("2d"), Ok(172_800_000));
+        for bad in [
+            "",
+            "48",
+            "h",
+            "-1h",
+            "1.5h",
+            "1 h",
+            "1w",
+            "99999999999999999999d",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
         }
-        out.push(c.to_ascii_lowercase());
     }
-    out
 }
