@@ -20,5 +20,6 @@ step "fuzz regressions"; cargo test --manifest-path fuzz/Cargo.toml
 step "node host"; bash hosts/node/test.sh
 step "viewer";  bash viewer/test.sh
 step "python host"
-cargo build -q -p interlock-cli
+# The CLI binary `cargo test --workspace` built above (a separate `cargo build -p` would
+# resolve features differently and build wasmtime a second time).
 INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash hosts/python/test.sh
