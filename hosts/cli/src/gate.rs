@@ -338,7 +338,9 @@ pub fn describe(e: &GateError) -> String {
         GateError::UnknownEffect(id) => format!("no effect {id} in the journal"),
         GateError::UnknownOperation(op) => format!("no operation {op} is in progress"),
         GateError::UnexpectedReply(m) => format!("the reply does not answer the step: {m}"),
-        GateError::Journal(j) => format!("the journal failed (nothing more was sent): {}", journal(j)),
+        GateError::Journal(j) => {
+            format!("the journal failed (nothing more was sent): {}", journal(j))
+        }
         GateError::CorruptJournal(m) => {
             format!("the journal fails verification, the gate will not act on it: {m}")
         }
