@@ -18,7 +18,7 @@ pub const LEASE_UNTIL_MS: u64 = T0_MS + 10 * 365 * 24 * 3_600_000;
 pub const PREMISES: &str = r#"{"eligible":true,"refunded_by_others_cents":0}"#;
 pub const RESULT: &str = r#"{"amount_cents":2000,"refund_id":"re_0001"}"#;
 
-/// The seed's refund proposal (ARCHITECTURE.md, "Proposal") for order `n`: its own key,
+/// The support case's refund proposal (ARCHITECTURE.md, "Proposal") for order `n`: its own key,
 /// so every `n` is a new effect. The target dedupes and can be queried; the 1 s timeout is
 /// the claim recovery waits out.
 pub fn proposal(n: u64) -> String {

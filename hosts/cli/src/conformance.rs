@@ -24,7 +24,7 @@ use crate::clock::Clock;
 use crate::gate::{CrashAction, CrashPoint, Error, GateHost};
 use crate::journal::SharedJournal;
 use crate::runtime::Runtime;
-use crate::seed::{LEASE, ORDER};
+use crate::case::{LEASE, ORDER};
 use crate::targets::{PaymentsTarget, Targets};
 
 /// Every vector starts at this fake time (2027-01-15T08:00:00Z).
@@ -631,7 +631,7 @@ pub fn run(runtime: &Runtime, v: &Vector, workdir: &Path) -> Result<RunReport> {
     let tier = Tier::parse(&v.tier).map_err(|e| anyhow!("{}: {e}", v.id))?;
     let clock = Clock::fake(T0_MS);
     let mut payments = Payments::in_memory(tier);
-    payments.add_order(ORDER, v.paid_cents.unwrap_or(crate::seed::PAID_CENTS))?;
+    payments.add_order(ORDER, v.paid_cents.unwrap_or(crate::case::PAID_CENTS))?;
     let journal = SharedJournal::new(Box::new(FileJournal::open(workdir)?));
     let mut run = Run {
         runtime,

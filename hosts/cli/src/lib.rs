@@ -6,13 +6,13 @@
 //! adapters ([`gate`], [`targets`]). A recovery rule or any other decision written here
 //! would drift from the other hosts: it is a bug.
 
+pub mod case;
 pub mod clock;
 pub mod conformance;
 pub mod gate;
 pub mod journal;
+pub mod payments_component;
 pub mod runtime;
-pub mod seed;
-pub mod sim;
 pub mod targets;
 
 /// The generated bindings of world `gate-component`, in one place.

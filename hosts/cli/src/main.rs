@@ -14,7 +14,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use interlock_cli::bindings::interlock::gate::types::State;
 use interlock_cli::gate::CrashAction;
-use interlock_cli::seed::{self, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
+use interlock_cli::case::{self, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
 use interlock_cli::{Clock, CrashPoint, GateHost, MemoryJournal, PaymentsTarget, Runtime};
 use interlock_file_journal::{Error as FileError, FileJournal};
 use interlock_payments_sim::{Payments, Tier};
@@ -109,7 +109,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Run the seed story: a $20 refund, a crash after the send, a restart.
+    /// Run the story of the fault catalogue: a $20 refund, a crash after the send, a restart.
     Demo {
         /// `naive` (no gate, plain retry) or the payments API's tier: 1 (dedupes),
         /// 2 (lookup), 3 (neither).
@@ -696,7 +696,7 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
     } else {
         // The decision: premises read from the system of record now, authority granted.
         let premises = payments.premises(ORDER, None)?;
-        let proposal = seed::proposal(tier, REFUND_CENTS, premises);
+        let proposal = case::proposal(tier, REFUND_CENTS, premises);
         std::fs::write(dir.join("proposal.json"), &proposal)?;
         let mut gate = ctx.gate(&dir)?;
         let effect = gate.effect_id_of(&proposal)?;

@@ -139,7 +139,7 @@ fn crash_at(dir: &Path, proposal: &str, point: CrashPoint) {
     assert!(matches!(crashed, Err(Error::Crashed(_))), "{crashed:?}");
 }
 
-/// The seed proposal under another key and authority.
+/// The support case's proposal under another key and authority.
 fn proposal_with(key: &str, authority: Value, premises: Value) -> String {
     let mut p: Value = serde_json::from_str(&proposal(Tier::TWO, REFUND_CENTS, premises)).unwrap();
     p["key"] = json!(key);

@@ -1,4 +1,4 @@
-//! Shared by the integration tests: the component, the seed case, a proposal.
+//! Shared by the integration tests: the component, the support case, a proposal.
 #![allow(dead_code)] // each test binary uses a different part
 
 use std::sync::OnceLock;
@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use interlock_cli::Runtime;
 
 #[allow(unused_imports)] // each test binary uses a different part
-pub use interlock_cli::seed::{proposal, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
+pub use interlock_cli::case::{proposal, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
 /// 2027-01-15T08:00:00Z: a fixed start for the fake clock.
 pub const T0_MS: u64 = 1_800_000_000_000;
 

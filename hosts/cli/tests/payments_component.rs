@@ -3,7 +3,7 @@
 //! A drift here means a host would see other tier rules than the Rust tests check.
 use std::fmt::Debug;
 
-use interlock_cli::sim::{self, SimError, SimService};
+use interlock_cli::payments_component::{self as sim, SimError, SimService};
 use interlock_payments_sim::{Error as PayError, Payments, Tier, DEDUPE_WINDOW_MS};
 use wasmtime::{Config, Engine};
 

@@ -1,4 +1,4 @@
-//! The seed's support case (docs/FAULTS.md, "The case"), shared by the demo and the
+//! The support case of the fault catalogue (docs/FAULTS.md, "The case"), shared by the demo and the
 //! tests: order_881 paid $100, case 4471 approves one $20 refund under lease `case-4471`.
 use interlock_payments_sim::Tier;
 use serde_json::{json, Value};
