@@ -20,11 +20,11 @@ use crate::bindings::interlock::gate::target::{
     ApplyRequest, Ask, AuthorizeRequest, CaptureRequest, QueryRequest, Reply,
 };
 use crate::bindings::interlock::gate::types::{Executed, Outcome, Reason, State};
+use crate::case::{LEASE, ORDER};
 use crate::clock::Clock;
 use crate::gate::{CrashAction, CrashPoint, Error, GateHost};
 use crate::journal::SharedJournal;
 use crate::runtime::Runtime;
-use crate::case::{LEASE, ORDER};
 use crate::targets::{PaymentsTarget, Targets};
 
 /// Every vector starts at this fake time (2027-01-15T08:00:00Z).
