@@ -1,13 +1,93 @@
 //! Canonical JSON and the hashes taken over it. Hashes are always over a canonical form,
 //! never over text as received, so the same request hashes the same in every host.
+//!
+//! The canonical form is RFC 8785, the JSON Canonicalization Scheme (JCS), so that anyone
+//! outside the component, with any JCS library, can recompute an entry's hash or check a
+//! receipt's signature (tests/outside/ does it in Python and JavaScript).
 use alloc::string::String;
-use serde_json::Value;
+use alloc::vec::Vec;
+use core::fmt::Write as _;
+use serde_json::{Number, Value};
 use sha2::{Digest, Sha256};
 
-/// Compact JSON with object keys sorted (serde_json's map is a BTreeMap without the
-/// `preserve_order` feature) and no whitespace.
+/// RFC 8785: no whitespace, object members sorted by the UTF-16 code units of their names,
+/// strings escaped as ECMAScript's JSON.stringify does, numbers as ECMAScript's
+/// Number.prototype.toString.
 pub fn canonical(v: &Value) -> String {
-    serde_json::to_string(v).expect("a Value always serializes")
+    let mut out = String::new();
+    write_value(&mut out, v);
+    out
+}
+
+fn write_value(out: &mut String, v: &Value) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(true) => out.push_str("true"),
+        Value::Bool(false) => out.push_str("false"),
+        Value::Number(n) => write_number(out, n),
+        Value::String(s) => write_string(out, s),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_value(out, item);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            // serde_json's map iterates in UTF-8 byte order, which differs from UTF-16
+            // order only between a character above U+FFFF and one in U+E000..U+FFFF; the
+            // sort is stable and near-free on input that is already in order.
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            out.push('{');
+            for (i, (k, v)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_string(out, k);
+                out.push(':');
+                write_value(out, v);
+            }
+            out.push('}');
+        }
+    }
+}
+
+/// Integers are written exactly. Within 2^53 (all the core accepts in decision inputs)
+/// that is what ECMAScript writes; beyond it JCS would round to the nearest double, which
+/// would silently change a recorded value, so such an integer is kept as given.
+fn write_number(out: &mut String, n: &Number) {
+    if let Some(u) = n.as_u64() {
+        let _ = write!(out, "{u}");
+    } else if let Some(i) = n.as_i64() {
+        let _ = write!(out, "{i}");
+    } else if let Some(f) = n.as_f64() {
+        // A serde_json number is always finite, so ECMAScript's NaN and Infinity cannot occur.
+        out.push_str(ryu_js::Buffer::new().format_finite(f));
+    }
+}
+
+fn write_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{8}' => out.push_str("\\b"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\u{c}' => out.push_str("\\f"),
+            '\r' => out.push_str("\\r"),
+            c if c < ' ' => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -37,6 +117,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn canon_text(text: &str) -> String {
+        canonical(&serde_json::from_str::<Value>(text).unwrap())
+    }
+
+    fn number(bits: u64) -> String {
+        canonical(&Value::from(f64::from_bits(bits)))
+    }
+
     #[test]
     fn identity_ignores_key_order_and_whitespace() {
         let a: Value =
@@ -63,5 +151,123 @@ mod tests {
             effect_id_for(Some(&key), &e20),
             &sha256_hex(br#""refund:order_881""#)[..32]
         );
+    }
+
+    /// RFC 8785 appendix B: IEEE 754 bit patterns and their canonical text.
+    #[test]
+    fn numbers_follow_rfc8785_appendix_b() {
+        for (bits, text) in [
+            (0x0000000000000000, "0"),
+            (0x8000000000000000, "0"),
+            (0x0000000000000001, "5e-324"),
+            (0x8000000000000001, "-5e-324"),
+            (0x7fefffffffffffff, "1.7976931348623157e+308"),
+            (0xffefffffffffffff, "-1.7976931348623157e+308"),
+            (0x4340000000000000, "9007199254740992"),
+            (0xc340000000000000, "-9007199254740992"),
+            (0x4430000000000000, "295147905179352830000"),
+            (0x44b52d02c7e14af5, "9.999999999999997e+22"),
+            (0x44b52d02c7e14af6, "1e+23"),
+            (0x44b52d02c7e14af7, "1.0000000000000001e+23"),
+            (0x444b1ae4d6e2ef4e, "999999999999999700000"),
+            (0x444b1ae4d6e2ef4f, "999999999999999900000"),
+            (0x444b1ae4d6e2ef50, "1e+21"),
+            (0x3eb0c6f7a0b5ed8c, "9.999999999999997e-7"),
+            (0x3eb0c6f7a0b5ed8d, "0.000001"),
+            (0x41b3de4355555553, "333333333.3333332"),
+            (0x41b3de4355555554, "333333333.33333325"),
+            (0x41b3de4355555555, "333333333.3333333"),
+            (0x41b3de4355555556, "333333333.3333334"),
+            (0x41b3de4355555557, "333333333.33333343"),
+            (0xbecbf647612f3696, "-0.0000033333333333333333"),
+            (0x43143ff3c1cb0959, "1424953923781206.2"),
+        ] {
+            assert_eq!(number(bits), text, "bits {bits:#018x}");
+        }
+        // And as parsed from text, where serde_json's own printer would differ.
+        assert_eq!(
+            canon_text("[1e21,1e-7,1.0,-0,2.50,1E30]"),
+            "[1e+21,1e-7,1,0,2.5,1e+30]"
+        );
+        // Integers are unchanged.
+        assert_eq!(
+            canon_text("[2000,-7,9007199254740991]"),
+            "[2000,-7,9007199254740991]"
+        );
+    }
+
+    /// RFC 8785 section 3.2.2: whitespace, number forms and string escapes.
+    #[test]
+    fn rfc8785_section_3_2_2_example() {
+        let input = r#"{
+  "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+  "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+  "literals": [null, true, false]
+}"#;
+        assert_eq!(
+            canon_text(input),
+            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
+        );
+    }
+
+    /// RFC 8785 section 3.2.3: members sorted by UTF-16 code units, so the emoji (a
+    /// surrogate pair, D83D..) sorts before U+FB33, though its UTF-8 bytes sort after.
+    #[test]
+    fn keys_sort_by_utf16_code_units() {
+        let input = r#"{
+  "\u20ac": "Euro Sign",
+  "\r": "Carriage Return",
+  "\ufb33": "Hebrew Letter Dalet With Dagesh",
+  "1": "One",
+  "\ud83d\ude00": "Emoji: Grinning Face",
+  "\u0080": "Control",
+  "\u00f6": "Latin Small Letter O With Diaeresis"
+}"#;
+        let text = canon_text(input);
+        let keys: Vec<&str> = ["\\r", "1", "\u{80}", "ö", "€", "😀", "\u{fb33}"].into();
+        let mut at = 0;
+        for k in keys {
+            let found = text[at..].find(&alloc::format!("\"{k}\":")).unwrap();
+            at += found + 1;
+        }
+        assert_eq!(
+            canonical(&json!({"\u{e000}": 1, "\u{10000}": 2})),
+            "{\"\u{10000}\":2,\"\u{e000}\":1}"
+        );
+    }
+
+    #[test]
+    fn strings_escape_as_json_stringify() {
+        assert_eq!(
+            canonical(&json!(
+                "\u{0}\u{8}\t\n\u{b}\u{c}\r\u{1f} \"\\/\u{7f}\u{2028}é😀"
+            )),
+            "\"\\u0000\\b\\t\\n\\u000b\\f\\r\\u001f \\\"\\\\/\u{7f}\u{2028}é😀\""
+        );
+    }
+
+    /// A stored line must re-read as exactly itself (entry.rs refuses any other text), so
+    /// every double must print and parse back to the same bits.
+    #[test]
+    fn every_double_reads_back_to_the_same_text() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for _ in 0..200_000 {
+            // xorshift64: a fixed, wide spread of bit patterns, subnormals included.
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let f = f64::from_bits(x);
+            if !f.is_finite() {
+                continue;
+            }
+            let text = canonical(&Value::from(f));
+            let back: Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(
+                back.as_f64().map(f64::to_bits),
+                Some(if f == 0.0 { 0 } else { x }),
+                "{text}"
+            );
+            assert_eq!(canonical(&back), text);
+        }
     }
 }
