@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Node and browser host's checks: install (npm ci, Chromium from Debian if missing),
-# transpile ../../dist/*.wasm with jco, then every Node and Chromium test. Needs the
-# components built first (bash scripts/build-wasm.sh at the repository root).
+# transpile ../../dist/*.wasm with jco, type-check (tsc), then every Node and Chromium test.
+# Needs the components built first (bash scripts/build-wasm.sh at the repository root).
 set -euo pipefail
 cd "$(dirname "$0")"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
@@ -16,6 +16,8 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 npm ci --no-audit --no-fund --loglevel=error
 npm run --silent build
+# The JS against its JSDoc types, then the generated declarations (types/) as users meet them.
+npm run --silent typecheck
 # The cross-host tests drive the CLI binary.
 if [ -z "${INTERLOCK_BIN:-}" ] && [ ! -x "$CARGO_TARGET_DIR/debug/interlock" ]; then
   (cd ../.. && cargo build -q -p interlock-cli)

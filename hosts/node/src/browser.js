@@ -6,8 +6,61 @@ import { IndexedDbJournal } from './journal/indexeddb.js';
 import { gateComponent, paymentsComponent } from './load-browser.js';
 import { PaymentsService } from './payments.js';
 
+/**
+ * The package's types (src/types.ts), named here so `import type { Outcome } from
+ * '@interlock/gate'` works.
+ * @typedef {import('./types.js').State} State
+ * @typedef {import('./types.js').Executed} Executed
+ * @typedef {import('./types.js').Reason} Reason
+ * @typedef {import('./types.js').Json} Json
+ * @typedef {import('./types.js').JsonObject} JsonObject
+ * @typedef {import('./types.js').PremiseChange} PremiseChange
+ * @typedef {import('./types.js').Outcome} Outcome
+ * @typedef {import('./types.js').Receipt} Receipt
+ * @typedef {import('./types.js').ProblemKind} ProblemKind
+ * @typedef {import('./types.js').Problem} Problem
+ * @typedef {import('./types.js').VerifyReport} VerifyReport
+ * @typedef {import('./types.js').EffectContext} EffectContext
+ * @typedef {import('./types.js').Cap} Cap
+ * @typedef {import('./types.js').Bound} Bound
+ * @typedef {import('./types.js').EffectOverrides} EffectOverrides
+ * @typedef {import('./types.js').JournalBackend} JournalBackend
+ * @typedef {import('./types.js').Clock} Clock
+ * @typedef {import('./types.js').ClaimWait} ClaimWait
+ * @typedef {import('./types.js').OpenOptions} OpenOptions
+ * @typedef {import('./types.js').Recovered} Recovered
+ * @typedef {import('./types.js').Targets} Targets
+ * @typedef {import('./types.js').Hooks} Hooks
+ * @typedef {import('./types.js').RepairReport} RepairReport
+ * @typedef {import('./types.js').Refund} Refund
+ * @typedef {import('./types.js').PaymentsPremises} PaymentsPremises
+ * @typedef {import('./types.js').Reply} Reply
+ * @typedef {import('./types.js').Step} Step
+ * @typedef {import('./types.js').CaptureRequest} CaptureRequest
+ * @typedef {import('./types.js').AuthorizeRequest} AuthorizeRequest
+ * @typedef {import('./types.js').ApplyRequest} ApplyRequest
+ * @typedef {import('./types.js').QueryRequest} QueryRequest
+ */
+/**
+ * @template [E=JsonObject]
+ * @typedef {import('./types.js').EffectDefinition<E>} EffectDefinition
+ */
+/**
+ * @template {unknown[]} A
+ * @typedef {import('./types.js').EffectFunction<A>} EffectFunction
+ */
+/**
+ * @template {unknown[]} A
+ * @typedef {import('./types.js').Effect<A>} Effect
+ */
+
 export class Interlock extends Base {
-  /** A gate over the durable IndexedDB journal `name` (one writer per name, across tabs). */
+  /**
+   * A gate over the durable IndexedDB journal `name` (one writer per name, across tabs).
+   * A URL (`postgres://...`) rejects with UnsupportedJournalError.
+   * @param {string} [name]
+   * @param {OpenOptions} [options]
+   */
   static async open(name = 'interlock-journal', options = {}) {
     const journal = await IndexedDbJournal.open(name);
     try {
@@ -18,11 +71,19 @@ export class Interlock extends Base {
     }
   }
 
-  /** A gate over an in-memory journal (gone with the page). */
+  /**
+   * A gate over an in-memory journal (gone with the page).
+   * @param {OpenOptions} [options]
+   */
   static async memory(options = {}) {
     return Base.create(gateComponent(), new MemoryJournal(), options);
   }
 
+  /**
+   * A gate over any journal backend.
+   * @param {JournalBackend} journal
+   * @param {OpenOptions} [options]
+   */
   static async withJournal(journal, options = {}) {
     return Base.create(gateComponent(), journal, options);
   }
@@ -30,9 +91,20 @@ export class Interlock extends Base {
 
 /** The simulated payments service (state in memory; persist with `snapshot()` if needed). */
 export const Payments = {
+  /**
+   * A new, empty service of `tier` ("1", "2", "3" or "1+lookup"); `persist(snapshot)` is
+   * called after every change.
+   * @param {string} tier
+   * @param {{ persist?: (snapshot: string) => void }} [options]
+   */
   async inMemory(tier, { persist } = {}) {
     return PaymentsService.create(await paymentsComponent(), tier, { persist });
   },
+  /**
+   * The service a snapshot describes.
+   * @param {string} snapshot
+   * @param {{ persist?: (snapshot: string) => void }} [options]
+   */
   async restore(snapshot, { persist } = {}) {
     return PaymentsService.restore(await paymentsComponent(), snapshot, { persist });
   },

@@ -10,6 +10,26 @@ import { GateError, JournalError } from './errors.js';
 import { FakeClock } from './clock.js';
 import { PaymentsService, paymentsTarget } from './payments.js';
 
+/**
+ * @import { Outcome, Targets, JournalBackend, Step } from './types.js'
+ * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
+ * @import { Root as PaymentsRoot } from '../gen/payments/payments_sim.js'
+ * @import { GateComponent } from './gate.js'
+ */
+/**
+ * A vector and its steps are JSON as tests/conformance/README.md describes them; the
+ * runner checks each field it reads (`field`), so they are typed loosely here.
+ * @typedef {{ id: string, tier: string, paid_cents?: number, steps: VectorStep[], expect: Record<string, any> }} Vector
+ * @typedef {Record<string, any> & { op: string }} VectorStep
+ * @typedef {Gate & { crashState: { crashAt: string | null } }} Worker
+ * @typedef {{ proposal: Record<string, any>, finished: boolean, last: Record<string, unknown> | null }} Task
+ * @typedef {{
+ *   gate: GateComponent<GateRoot>, payments: GateComponent<PaymentsRoot>, journal: JournalBackend & { close?(): unknown },
+ *   journalBytes(): Uint8Array | Promise<Uint8Array>, sha256(bytes: Uint8Array): string | Promise<string>,
+ *   tear?(bytes: number): unknown, reopen?(): JournalBackend | Promise<JournalBackend>, repair?(): unknown,
+ * }} Env
+ */
+
 /** Every vector starts at this fake time (2027-01-15T08:00:00Z). */
 export const T0_MS = 1_800_000_000_000;
 const LEASE_MS = 48 * 3_600_000;
@@ -18,6 +38,7 @@ const LEASE = 'case-4471';
 const PAID_CENTS = 10_000;
 const DEFAULT_KEY = 'refund:order_881';
 
+/** @type {Record<string, { dedupes: boolean, lookup: boolean }>} */
 const TIERS = {
   1: { dedupes: true, lookup: false },
   2: { dedupes: false, lookup: true },
@@ -29,27 +50,44 @@ const TIERS = {
 class Crashed extends Error {}
 
 /** One journal behind every worker, which can be closed and reopened under them. */
+/** @implements {JournalBackend} */
 class SharedJournal {
+  /** @param {JournalBackend & { close?(): unknown }} journal */
   constructor(journal) {
+    /** @type {(JournalBackend & { close?(): unknown }) | null} */
     this.current = journal;
   }
   #j() {
     if (!this.current) throw new JournalError('other', 'journal is closed');
     return this.current;
   }
+  /** @type {JournalBackend['append']} */
   append(...a) { return this.#j().append(...a); }
+  /** @type {JournalBackend['read']} */
   read(...a) { return this.#j().read(...a); }
+  /** @type {JournalBackend['length']} */
   length(...a) { return this.#j().length(...a); }
   openStreams() { return this.#j().openStreams(); }
   streams() { return this.#j().streams(); }
   sync() { return this.#j().sync(); }
-  flush() { return this.current?.flush?.(); }
+  async flush() { await this.current?.flush?.(); }
 }
 
+/** @param {Outcome} o */
 const isFinal = (o) => ['COMMITTED', 'REFUSED', 'AMBIGUOUS', 'CONFIRMED'].includes(o.state);
+/**
+ * @param {unknown} a
+ * @param {unknown} b
+ */
 const same = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
-/** Every field `want` names must be equal in `got`; the differences, for a person. */
+/**
+ * Every field `want` names must be equal in `got`; the differences, for a person.
+ * @param {string} what
+ * @param {Record<string, unknown>} got
+ * @param {unknown} want
+ * @returns {string[]}
+ */
 function check(what, got, want) {
   if (typeof want !== 'object' || want === null || Array.isArray(want)) return [`${what}: expectation ${JSON.stringify(want)} is not an object`];
   return Object.entries(want)
@@ -57,6 +95,10 @@ function check(what, got, want) {
     .map(([k, w]) => `${what}: ${k} is ${JSON.stringify(got[k] ?? null)}, expected ${JSON.stringify(w)} (outcome ${JSON.stringify(got)})`);
 }
 
+/**
+ * @param {VectorStep} step
+ * @param {string} name
+ */
 const field = (step, name) => {
   if (!(name in step)) throw new Error(`step ${JSON.stringify(step)} lacks ${JSON.stringify(name)}`);
   return step[name];
@@ -70,6 +112,8 @@ const field = (step, name) => {
  *   tear(bytes), reopen(), repair()   file-journal operations (absent in the browser)
  *   sha256(bytes)       hex digest
  * Returns { refundedCents, refundRecords, tasks, journalSha256, failures }.
+ * @param {Vector} v
+ * @param {Env} env
  */
 export async function runVector(v, env) {
   const tier = TIERS[v.tier];
@@ -80,6 +124,7 @@ export async function runVector(v, env) {
   const journal = new SharedJournal(env.journal);
   // The runner's host check allows, unless `fail_checks` makes it fail.
   const target = paymentsTarget(payments, clock, { authorizer: () => true });
+  /** @type {Targets & { failingReads: number, failingChecks: number, routing: string[] | null }} */
   const world = {
     failingReads: 0,
     failingChecks: 0,
@@ -105,12 +150,18 @@ export async function runVector(v, env) {
     apply: (req) => target.apply(req),
     query: (req) => target.query(req),
   };
+  /** @type {string[]} */
   const failures = [];
-  const tasks = new Map(); // name -> { proposal, finished, last }
+  /** @type {Map<string, Task>} */
+  const tasks = new Map();
+  /** @type {Worker | null} */
   let worker = null;
 
+  /** @returns {Promise<Worker>} */
   async function freshHost() {
+    /** @type {{ crashAt: string | null }} */
     const state = { crashAt: null };
+    /** @param {string} here */
     const maybe = (here) => {
       if (state.crashAt === here) throw new Crashed(here);
     };
@@ -123,14 +174,15 @@ export async function runVector(v, env) {
         afterQuery: (_r, _x, { recovering }) => { if (recovering) maybe('in_recovery'); },
       },
     });
-    host.crashState = state;
-    return host;
+    return Object.assign(host, { crashState: state });
   }
   const host = async () => (worker ??= await freshHost());
   const premisesNow = () => payments.premises(ORDER, null);
   const journalSha = async () => env.sha256(await env.journalBytes());
 
+  /** @param {Outcome} o */
   async function outcomeJson(o) {
+    /** @type {Record<string, unknown>} */
     const v = {
       state: o.state,
       executed: o.executed,
@@ -146,23 +198,30 @@ export async function runVector(v, env) {
     return v;
   }
 
+  /**
+   * @param {string} name
+   * @param {Outcome} o
+   */
   async function record(name, o) {
     const v = await outcomeJson(o);
-    const t = tasks.get(name);
+    const t = /** @type {Task} */ (tasks.get(name));
     t.finished = isFinal(o);
     t.last = v;
     return v;
   }
 
+  /** @param {VectorStep} step */
   const task = (step) => {
     const name = field(step, 'task');
     if (!tasks.has(name)) throw new Error(`task ${JSON.stringify(name)} was never decided`);
     return name;
   };
 
+  /** @type {Record<string, (step: VectorStep) => unknown>} */
   const ops = {
     decide(step) {
       const name = field(step, 'task');
+      /** @type {Record<string, any>} */
       const p = {
         agent: 'refund-agent',
         target: { name: 'payments', dedupes: tier.dedupes, lookup: tier.lookup, dedupe_window_ms: 86_400_000, timeout_ms: 1000 },
@@ -177,7 +236,7 @@ export async function runVector(v, env) {
       tasks.set(name, { proposal: p, finished: false, last: null });
     },
     redecide(step) {
-      tasks.get(task(step)).proposal.effect.amount_cents = field(step, 'amount_cents');
+      /** @type {Task} */ (tasks.get(task(step))).proposal.effect.amount_cents = field(step, 'amount_cents');
     },
     async send(step) {
       const name = task(step);
@@ -191,13 +250,13 @@ export async function runVector(v, env) {
       h.crashState.crashAt = crash;
       let o;
       try {
-        o = await h.submit(tasks.get(name).proposal, world);
+        o = await h.submit(/** @type {Task} */ (tasks.get(name)).proposal, world);
       } catch (e) {
         if (e instanceof Crashed) {
           worker = null;
           return;
         }
-        throw new Error(`send ${name}: ${e.message}`, { cause: e });
+        throw new Error(`send ${name}: ${/** @type {Error} */ (e).message}`, { cause: e });
       }
       if (crash !== null) failures.push(`send ${name}: the crash point was never reached`);
       const got = await record(name, o);
@@ -226,6 +285,7 @@ export async function runVector(v, env) {
       const got = [];
       for (const r of recovered) {
         if (r.error) throw new Error(`recover ${r.effectId}: ${r.error.message}`);
+        if (!r.outcome) continue;
         got.push(await outcomeJson(r.outcome));
       }
       if (Array.isArray(step.expect)) {
@@ -243,24 +303,27 @@ export async function runVector(v, env) {
         try {
           o = await worker.submit(t.proposal, world);
         } catch (e) {
-          throw new Error(`resend ${name}: ${e.message}`, { cause: e });
+          throw new Error(`resend ${name}: ${/** @type {Error} */ (e).message}`, { cause: e });
         }
         await record(name, o);
       }
     },
     async race(step) {
       const names = field(step, 'tasks');
+      /** @type {Worker[]} */
       const workers = [];
+      /** @type {Step[]} */
       const steps = [];
       for (const name of names) {
         if (!tasks.has(name)) throw new Error(`task ${JSON.stringify(name)} was never decided`);
         const h = await freshHost();
-        steps.push(h.submitStep(tasks.get(name).proposal));
+        steps.push(h.submitStep(/** @type {Task} */ (tasks.get(name)).proposal));
         workers.push(h);
       }
       // Both read premises before either writes its intent.
       for (let i = 0; i < workers.length; i++) {
-        if (steps[i].ask.tag === 'capture') steps[i] = workers[i].resume(steps[i].op, world.capture(steps[i].ask.val));
+        const { ask, op } = steps[i];
+        if (ask.tag === 'capture') steps[i] = workers[i].resume(op, await world.capture(ask.val));
       }
       const want = Array.isArray(step.expect) ? step.expect : [];
       for (let i = 0; i < workers.length; i++) {
@@ -271,7 +334,8 @@ export async function runVector(v, env) {
       }
     },
     async approve(step) {
-      const p = tasks.get(task(step)).proposal;
+      const p = /** @type {Task} */ (tasks.get(task(step))).proposal;
+      /** @type {Record<string, unknown>} */
       const a = {
         approval: field(step, 'approval'),
         approver: field(step, 'approver'),
@@ -320,22 +384,26 @@ export async function runVector(v, env) {
       if ((await journalSha()) !== before) failures.push('submit_raw: the journal changed');
     },
     async tear_journal(step) {
+      if (!env.tear) throw new Error('tear_journal needs a file journal');
       await env.tear(field(step, 'bytes'));
     },
     async reopen(step) {
       worker = null;
-      journal.current?.close();
+      journal.current?.close?.();
       journal.current = null;
       const want = step.expect_error ?? null;
       try {
+        if (!env.reopen) throw new Error('reopen needs a file journal');
         const j = await env.reopen();
         if (want !== null) failures.push(`reopen: expected ${want}, the journal opened`);
         journal.current = j;
       } catch (e) {
-        if (!(want === 'torn-tail' && e.tag === 'torn-tail')) failures.push(`reopen: got ${e.message}, expected ${want}`);
+        const { tag, message } = /** @type {JournalError} */ (e);
+        if (!(want === 'torn-tail' && tag === 'torn-tail')) failures.push(`reopen: got ${message}, expected ${want}`);
       }
     },
     async repair() {
+      if (!env.repair) throw new Error('repair needs a file journal');
       await env.repair();
     },
     async verify(step) {
@@ -354,14 +422,15 @@ export async function runVector(v, env) {
     try {
       await op(step);
     } catch (e) {
-      throw new Error(`${v.id} step ${i} (${JSON.stringify(step)}): ${e.message}`, { cause: e });
+      throw new Error(`${v.id} step ${i} (${JSON.stringify(step)}): ${/** @type {Error} */ (e).message}`, { cause: e });
     }
   }
 
+  /** @type {{ refundedCents: number, refundRecords: number, tasks: Record<string, Record<string, unknown>>, journalSha256: string, failures: string[] }} */
   const report = {
     refundedCents: payments.refundedCents(ORDER),
     refundRecords: payments.refunds(ORDER).length,
-    tasks: Object.fromEntries([...tasks].filter(([, t]) => t.last).map(([k, t]) => [k, t.last])),
+    tasks: Object.fromEntries([...tasks].flatMap(([k, t]) => (t.last ? [[k, t.last]] : []))),
     journalSha256: await journalSha(),
     failures,
   };
@@ -377,5 +446,8 @@ export async function runVector(v, env) {
   return report;
 }
 
-/** The ops a vector uses. */
+/**
+ * The ops a vector uses.
+ * @param {Vector} v
+ */
 export const opsOf = (v) => new Set(v.steps.map((s) => s.op));

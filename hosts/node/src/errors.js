@@ -5,39 +5,88 @@
 
 /** Base class of every error this package throws on purpose. */
 export class InterlockError extends Error {
+  /**
+   * @param {string} [message]
+   * @param {ErrorOptions} [options]
+   */
   constructor(message, options) {
     super(message, options);
     this.name = new.target.name;
   }
 }
 
-/** The gate refused a call (WIT `gate-error`); `case` is the WIT case name, `payload` its value. */
+/**
+ * The gate refused a call (WIT `gate-error`); `case` is the WIT case name, `payload` its value.
+ * @template [P=unknown]
+ */
 export class GateError extends InterlockError {
+  /**
+   * @param {string} kase
+   * @param {P} payload
+   * @param {string} [message]
+   */
   constructor(kase, payload, message) {
     super(message);
     this.case = kase;
     this.payload = payload;
   }
 }
-/** An input is not JSON; payload: the parser's message. */
+/**
+ * An input is not JSON; payload: the parser's message.
+ * @extends {GateError<string>}
+ */
 export class InvalidJsonError extends GateError {}
-/** An input is JSON but not the schema; payload: `{ field, problem }` (field is a JSON pointer). */
+/**
+ * An input is JSON but not the schema; payload: `{ field, problem }` (field is a JSON
+ * pointer). Also thrown by the host itself for a value JSON cannot carry as given.
+ * @extends {GateError<{ field: string, problem: string }>}
+ */
 export class InvalidFieldError extends GateError {}
-/** An input is over the gate's limit; payload: the limit in bytes (number). */
+/**
+ * An input is over the gate's limit; payload: the limit in bytes.
+ * @extends {GateError<number>}
+ */
 export class TooLargeError extends GateError {}
-/** No such effect in the journal; payload: the effect id. */
+/**
+ * No such effect in the journal; payload: the effect id.
+ * @extends {GateError<string>}
+ */
 export class UnknownEffectError extends GateError {}
-/** No such operation in progress; payload: the operation id (number). */
+/**
+ * No such operation in progress; payload: the operation id.
+ * @extends {GateError<number>}
+ */
 export class UnknownOperationError extends GateError {}
-/** The reply does not answer the step; payload: a message. */
+/**
+ * The reply does not answer the step; payload: a message.
+ * @extends {GateError<string>}
+ */
 export class UnexpectedReplyError extends GateError {}
-/** The journal failed, nothing was sent; payload: `{ tag, val }` (WIT `journal-error`). */
+/**
+ * The journal failed, nothing was sent; payload: `{ tag, val }` (WIT `journal-error`).
+ * @extends {GateError<JournalErrorValue>}
+ */
 export class JournalFailedError extends GateError {}
-/** A stream fails verification; payload: which and where. */
+/**
+ * A stream fails verification; payload: which and where.
+ * @extends {GateError<string>}
+ */
 export class CorruptJournalError extends GateError {}
-/** Compare-and-append kept losing to other workers; nothing was sent. Retry. */
+/**
+ * Compare-and-append kept losing to other workers; nothing was sent. Retry.
+ * @extends {GateError<string>}
+ */
 export class ContentionError extends GateError {}
 
+/**
+ * WIT `journal-error` with numbers for bigints.
+ * @typedef {{ tag: 'conflict', val: number } | { tag: 'io' | 'corrupt' | 'torn-tail' | 'other', val: string }} JournalErrorValue
+ */
+
+/**
+ * Each case's class and message, by WIT case name.
+ * @type {Record<string, [new (kase: string, payload: any, message?: string) => GateError, (v: any) => string]>}
+ */
 const CASES = {
   'invalid-json': [InvalidJsonError, (v) => `the input is not JSON: ${v}`],
   'invalid-field': [InvalidFieldError, (v) => `invalid input at ${v.field || 'its top level'}: ${v.problem}`],
@@ -50,6 +99,11 @@ const CASES = {
   contention: [ContentionError, (v) => `other workers kept winning the journal: ${v}; retry`],
 };
 
+/**
+ * A WIT `journal-error` for a person.
+ * @param {{ tag: string, val: unknown }} error
+ * @returns {string}
+ */
 export function describeJournalError({ tag, val }) {
   switch (tag) {
     case 'conflict': return `append conflict (stream length is ${val})`;
@@ -63,14 +117,22 @@ export function describeJournalError({ tag, val }) {
 /**
  * The host's own refusal of an input before it reaches the gate (a value JSON cannot carry
  * as given), with the same type and payload as the gate's: `field` is a JSON pointer.
+ * @param {string} field
+ * @param {string} problem
+ * @returns {InvalidFieldError}
  */
 export function invalidField(field, problem) {
-  return gateError({ tag: 'invalid-field', val: { field, problem } });
+  return /** @type {InvalidFieldError} */ (gateError({ tag: 'invalid-field', val: { field, problem } }));
 }
 
-/** Turns jco's `{ tag, val }` gate error into its typed Error (bigints become numbers). */
+/**
+ * Turns jco's `{ tag, val }` gate error into its typed Error (bigints become numbers).
+ * @param {import('../gen/gate/interfaces/interlock-gate-gate.js').GateError | { tag: string, val?: unknown }} e
+ * @returns {GateError}
+ */
 export function gateError(e) {
   const { tag } = e;
+  /** @type {any} */
   let val = e.val;
   if (typeof val === 'bigint') val = Number(val);
   if (tag === 'journal' && typeof val?.val === 'bigint') val = { tag: val.tag, val: Number(val.val) };
@@ -86,6 +148,11 @@ export function gateError(e) {
  * torn-tail, other). Backends throw it; the host hands `{ tag, val }` to the component.
  */
 export class JournalError extends InterlockError {
+  /**
+   * @param {'conflict' | 'io' | 'corrupt' | 'torn-tail' | 'other'} tag
+   * @param {unknown} val the stream's length (conflict) or a message
+   * @param {string} [message]
+   */
   constructor(tag, val, message) {
     super(message ?? describeJournalError({ tag, val }));
     this.tag = tag;
@@ -95,6 +162,7 @@ export class JournalError extends InterlockError {
 
 /** Another writer holds the journal (the file journal's `journal.lock`, a browser lock). */
 export class JournalLockedError extends JournalError {
+  /** @param {string} where */
   constructor(where) {
     super('other', `journal ${where} is locked by another writer (journal.lock is held)`);
     this.where = where;
@@ -107,19 +175,27 @@ export class JournalLockedError extends JournalError {
  * IndexedDB name) is, and a URL is refused rather than taken as a folder's name.
  */
 export class UnsupportedJournalError extends InterlockError {
+  /** @param {string} where */
   constructor(where) {
     super(`journal ${JSON.stringify(where)} is a URL: shared journals (databases, services) are not supported yet; give a folder (Node) or a database name (browser)`);
     this.where = where;
   }
 }
 
-/** Throws UnsupportedJournalError when `where` looks like a URL (`scheme://...`). */
+/**
+ * Throws UnsupportedJournalError when `where` looks like a URL (`scheme://...`).
+ * @param {unknown} where
+ */
 export function refuseJournalUrl(where) {
   if (typeof where === 'string' && /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(where)) throw new UnsupportedJournalError(where);
 }
 
 /** The journal ends with a partial line: the last write was torn. Run `repair`. */
 export class TornTailError extends JournalError {
+  /**
+   * @param {number} offset
+   * @param {number} bytes
+   */
   constructor(offset, bytes) {
     super('torn-tail',
       `torn journal: journal.jsonl ends with a partial last line at byte offset ${offset} ` +
@@ -132,6 +208,10 @@ export class TornTailError extends JournalError {
 
 /** A complete line of the journal is not a valid entry. `line` is 1-based. */
 export class CorruptJournalFileError extends JournalError {
+  /**
+   * @param {number} line
+   * @param {string} detail
+   */
   constructor(line, detail) {
     super('corrupt', `corrupt journal: journal.jsonl line ${line} is not a valid entry: ${detail}`);
     this.line = line;

@@ -5,14 +5,33 @@
 // anything: the loop only routes. This file runs unchanged in Node and in a browser.
 import { JournalError, gateError, GateError, invalidField } from './errors.js';
 
-/** WIT `state` as the journal spells it (upper case). */
-const STATE = (s) => s.toUpperCase();
-/** WIT `reason` (kebab-case) as the journal spells it (underscores). */
-const REASON = (r) => (r === undefined ? null : r.replaceAll('-', '_'));
+/**
+ * @import { Outcome, State, Reason, VerifyReport, ProblemKind, Receipt, Targets } from './types.js'
+ * @import { Hooks, Clock, ClaimWait, JournalBackend, Recovered, Reply, Step } from './types.js'
+ * @import { Outcome as WitOutcome } from '../gen/gate/interfaces/interlock-gate-types.js'
+ * @import { VerifyReport as WitVerifyReport } from '../gen/gate/interfaces/interlock-gate-gate.js'
+ * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
+ * @typedef {GateRoot['gate']} GateApi
+ */
 
+/**
+ * WIT `state` as the journal spells it (upper case).
+ * @param {WitOutcome['state']} s
+ */
+const STATE = (s) => /** @type {State} */ (s.toUpperCase());
+/**
+ * WIT `reason` (kebab-case) as the journal spells it (underscores).
+ * @param {WitOutcome['reason']} r
+ */
+const REASON = (r) => (r === undefined ? null : /** @type {Reason} */ (r.replaceAll('-', '_')));
+
+/** @param {string | undefined} text */
 const parse = (text) => (text === undefined ? null : JSON.parse(text));
 
-/** `name` as one JSON pointer token (RFC 6901). */
+/**
+ * `name` as one JSON pointer token (RFC 6901).
+ * @param {string | number} name
+ */
 const token = (name) => String(name).replaceAll('~', '~0').replaceAll('/', '~1');
 
 /**
@@ -20,6 +39,8 @@ const token = (name) => String(name).replaceAll('~', '~0').replaceAll('/', '~1')
  * Infinity into null, drop undefined, functions and symbols, turn a Date into a string and a
  * Map into {}, and throw an untyped TypeError on a BigInt or a cycle: the gate would decide
  * on a value the caller never gave. Integer magnitude is the core's rule, not checked here.
+ * @param {unknown} v
+ * @returns {string | null}
  */
 function unfaithful(v) {
   switch (typeof v) {
@@ -38,13 +59,14 @@ function unfaithful(v) {
       return 'is a symbol, which JSON cannot carry (it would be dropped)';
     default: {
       if (v === null || Array.isArray(v)) return null;
-      const proto = Object.getPrototypeOf(v);
+      const o = /** @type {Record<string | symbol, any>} */ (v);
+      const proto = Object.getPrototypeOf(o);
       if (proto !== Object.prototype && proto !== null) {
-        const kind = v.constructor?.name ?? 'object';
+        const kind = o.constructor?.name ?? 'object';
         return `is a ${kind}, not a plain object, array, string, number, boolean or null (JSON would change it)`;
       }
-      if (typeof v.toJSON === 'function') return 'has a toJSON method (JSON would send what it returns instead)';
-      if (Object.getOwnPropertySymbols(v).some((s) => Object.prototype.propertyIsEnumerable.call(v, s))) {
+      if (typeof o.toJSON === 'function') return 'has a toJSON method (JSON would send what it returns instead)';
+      if (Object.getOwnPropertySymbols(o).some((s) => Object.prototype.propertyIsEnumerable.call(o, s))) {
         return 'has symbol keys, which JSON cannot carry (they would be dropped)';
       }
       return null;
@@ -52,7 +74,12 @@ function unfaithful(v) {
   }
 }
 
-/** Throws InvalidFieldError at the JSON pointer of the first value JSON would not carry as is. */
+/**
+ * Throws InvalidFieldError at the JSON pointer of the first value JSON would not carry as is.
+ * @param {unknown} v
+ * @param {string} path
+ * @param {Set<object>} seen
+ */
 function checkJson(v, path, seen) {
   const problem = unfaithful(v);
   if (problem) throw invalidField(path, problem);
@@ -65,12 +92,17 @@ function checkJson(v, path, seen) {
       checkJson(v[i], `${path}/${i}`, seen);
     }
   } else {
-    for (const k of Object.keys(v)) checkJson(v[k], `${path}/${token(k)}`, seen);
+    const o = /** @type {Record<string, unknown>} */ (v);
+    for (const k of Object.keys(o)) checkJson(o[k], `${path}/${token(k)}`, seen);
   }
   seen.delete(v);
 }
 
-/** Throws InvalidFieldError (`field`: `root` + the pointer) unless JSON carries `value` as is. */
+/**
+ * Throws InvalidFieldError (`field`: `root` + the pointer) unless JSON carries `value` as is.
+ * @param {unknown} value
+ * @param {string} [root]
+ */
 export function assertJson(value, root = '') {
   checkJson(value, root, new Set());
 }
@@ -78,6 +110,8 @@ export function assertJson(value, root = '') {
 /**
  * An input as the JSON text a gate export takes: text as given, a value checked (nothing
  * recorded, nothing sent when it fails) and then serialized.
+ * @param {unknown} value
+ * @returns {string}
  */
 export function jsonText(value) {
   if (typeof value === 'string') return value;
@@ -85,7 +119,11 @@ export function jsonText(value) {
   return JSON.stringify(value);
 }
 
-/** jco's outcome record -> the typed outcome object of this package. */
+/**
+ * jco's outcome record -> the typed outcome object of this package.
+ * @param {WitOutcome} o
+ * @returns {Outcome}
+ */
 export function toOutcome(o) {
   return {
     effectId: o.effectId,
@@ -100,6 +138,10 @@ export function toOutcome(o) {
   };
 }
 
+/**
+ * @param {WitVerifyReport} r
+ * @returns {VerifyReport}
+ */
 function toReport(r) {
   return {
     streams: Number(r.streams),
@@ -108,36 +150,52 @@ function toReport(r) {
   };
 }
 
-/** Is `e` jco's wrapper of an export's `err` (as opposed to a trap)? */
+/**
+ * Is `e` jco's wrapper of an export's `err` (as opposed to a trap)?
+ * @param {unknown} e
+ * @returns {e is Error & { payload: { tag: string, val?: unknown } }}
+ */
 function isErrResult(e) {
-  return e instanceof Error && Object.hasOwn(e, 'payload') && typeof e.payload?.tag === 'string';
+  return e instanceof Error && Object.hasOwn(e, 'payload') && typeof (/** @type {any} */ (e).payload?.tag) === 'string';
 }
 
-/** The journal import over a backend; backend failures cross as WIT `journal-error` values. */
+/**
+ * The journal import over a backend; backend failures cross as WIT `journal-error` values.
+ * @param {JournalBackend} journal
+ */
 function journalImport(journal) {
+  /**
+   * @template {unknown[]} A
+   * @template R
+   * @param {(...args: A) => R} fn
+   * @returns {(...args: A) => R}
+   */
   const guard = (fn) => (...args) => {
     try {
       return fn(...args);
     } catch (e) {
       // A plain value thrown from an import is the `err` case; an Error would be a trap.
       if (e instanceof JournalError) {
-        throw e.tag === 'conflict' ? { tag: 'conflict', val: BigInt(e.val) } : { tag: e.tag, val: e.message };
+        throw e.tag === 'conflict' ? { tag: 'conflict', val: BigInt(/** @type {number} */ (e.val)) } : { tag: e.tag, val: e.message };
       }
       throw e;
     }
   };
   return {
-    append: guard((stream, expected, entries, durable, open) => {
-      journal.append(stream, Number(expected), entries, durable, open);
-    }),
-    read: guard((stream, start) => journal.read(stream, Number(start))),
-    length: guard((stream) => BigInt(journal.length(stream))),
+    append: guard(
+      /** @type {(stream: string, expected: bigint, entries: string[], durable: boolean, open: boolean) => void} */
+      (stream, expected, entries, durable, open) => {
+        journal.append(stream, Number(expected), entries, durable, open);
+      }),
+    read: guard(/** @type {(stream: string, start: bigint) => string[]} */ (stream, start) => journal.read(stream, Number(start))),
+    length: guard(/** @type {(stream: string) => bigint} */ (stream) => BigInt(journal.length(stream))),
     openStreams: guard(() => journal.openStreams()),
     streams: guard(() => journal.streams()),
     sync: guard(() => journal.sync()),
   };
 }
 
+/** @param {Clock} clock */
 function clockImport(clock) {
   return {
     now() {
@@ -153,26 +211,53 @@ function clockImport(clock) {
 /**
  * The compiled component, ready to instantiate many times (one instance per Gate).
  * `getCoreModule(name)` resolves to a compiled WebAssembly.Module of gen/gate/<name>.
+ * `Root` is what jco's `instantiate` resolves to (the component's exports).
+ * @template Root
  */
 export class GateComponent {
+  /**
+   * @param {(getCoreModule: (name: string) => Promise<WebAssembly.Module>, imports: any) => Root | Promise<Root>} instantiate
+   *   jco's `instantiate` of gen/<component>
+   * @param {(name: string) => Promise<WebAssembly.Module>} getCoreModule
+   */
   constructor(instantiate, getCoreModule) {
     this.instantiate = instantiate;
+    /** @type {Map<string, Promise<WebAssembly.Module>>} */
     const cache = new Map();
+    /** @type {(name: string) => Promise<WebAssembly.Module>} */
     this.getCoreModule = (name) => {
-      if (!cache.has(name)) cache.set(name, getCoreModule(name));
-      return cache.get(name);
+      let module = cache.get(name);
+      if (!module) cache.set(name, (module = getCoreModule(name)));
+      return module;
     };
   }
 }
 
-/** How recovery waits out another worker's live claim (see Gate.recover). */
+/**
+ * How recovery waits out another worker's live claim (see Gate.recover).
+ * @type {Readonly<ClaimWait>}
+ */
 export const DEFAULT_CLAIM_WAIT = { pollMs: 200, maxPolls: 150 };
 
 export class Gate {
+  /** @type {GateApi} */
+  #api;
+  /** @type {Hooks} */
+  #hooks;
+  /** @type {ClaimWait} */
+  #claimWait;
+  /** @type {unknown} the trap that broke this instance; every later call rethrows it */
+  #broken = null;
+  /** @type {string | null} what setRoutes last said, as JSON; null: every target is routed */
+  #routed = null;
+
   /**
    * A fresh instance of the gate over `journal` (a backend: FileJournal, MemoryJournal,
    * IndexedDbJournal or your own with the same six sync methods) and `clock`.
    * `hooks` (tests): { beforeApply, afterApply, afterQuery }, called with (request, reply, { recovering }).
+   * @param {GateComponent<GateRoot>} component
+   * @param {{ journal: JournalBackend, clock: Clock, hooks?: Hooks, claimWait?: ClaimWait }} options
+   * @returns {Promise<Gate>}
    */
   static async instantiate(component, { journal, clock, hooks = {}, claimWait = DEFAULT_CLAIM_WAIT }) {
     const root = await component.instantiate(component.getCoreModule, {
@@ -182,26 +267,38 @@ export class Gate {
     return new Gate(root.gate, journal, clock, hooks, claimWait);
   }
 
+  /**
+   * Use Gate.instantiate.
+   * @param {GateApi} api
+   * @param {JournalBackend} journal
+   * @param {Clock} clock
+   * @param {Hooks} hooks
+   * @param {ClaimWait} claimWait
+   */
   constructor(api, journal, clock, hooks, claimWait) {
-    this.api = api;
+    this.#api = api;
     this.journal = journal;
     this.clock = clock;
-    this.hooks = hooks;
-    this.claimWait = claimWait;
-    this.broken = null;
-    this.routed = null; // what setRoutes last said, as JSON; null: every target is routed
+    this.#hooks = hooks;
+    this.#claimWait = claimWait;
   }
 
-  /** Calls an export: its `err` becomes a typed GateError; anything else is a trap. */
+  /**
+   * Calls an export: its `err` becomes a typed GateError; anything else is a trap.
+   * @template {keyof GateApi} K
+   * @param {K} name
+   * @param {Parameters<GateApi[K]>} args
+   * @returns {ReturnType<GateApi[K]>}
+   */
   #call(name, ...args) {
-    if (this.broken) throw this.broken;
+    if (this.#broken) throw this.#broken;
     try {
-      return this.api[name](...args);
+      return /** @type {(...a: Parameters<GateApi[K]>) => ReturnType<GateApi[K]>} */ (this.#api[name])(...args);
     } catch (e) {
       if (isErrResult(e)) throw gateError(e.payload);
       // A trap (or a host import that threw an Error) leaves the instance unusable: the
       // guest was unwound mid-call. It stays a trap; every later call rethrows it.
-      this.broken = e;
+      this.#broken = e;
       throw e;
     }
   }
@@ -211,14 +308,29 @@ export class Gate {
     if (this.journal.flush) await this.journal.flush();
   }
 
+  /**
+   * Starts gating a proposal (object or JSON text): the gate's first step.
+   * @param {object | string} proposal
+   * @returns {Step}
+   */
   submitStep(proposal) {
     return this.#call('submit', jsonText(proposal));
   }
 
+  /**
+   * Answers the step of operation `op`: the gate's next step.
+   * @param {bigint} op
+   * @param {Reply} reply
+   * @returns {Step}
+   */
   resume(op, reply) {
     return this.#call('resume', op, reply);
   }
 
+  /**
+   * Abandons operation `op`; what the journal holds stays.
+   * @param {bigint} op
+   */
   cancel(op) {
     this.#call('cancel', op);
   }
@@ -227,17 +339,21 @@ export class Gate {
    * The targets this host performs steps for. An effect of any other target is left open
    * (target_unroutable) without asking anything, for a host that can reach it. Until this is
    * called every target is routed.
+   * @param {Iterable<string>} targets
    */
   setRoutes(targets) {
     const routes = [...targets];
     this.#call('setRoutes', routes);
-    this.routed = JSON.stringify(routes);
+    this.#routed = JSON.stringify(routes);
   }
 
-  /** Tells the gate the targets `targets.routes` names, when it names them and they changed. */
+  /**
+   * Tells the gate the targets `targets.routes` names, when it names them and they changed.
+   * @param {Targets} targets
+   */
   #routeTo(targets) {
     if (targets?.routes === undefined) return;
-    if (JSON.stringify([...targets.routes]) !== this.routed) this.setRoutes(targets.routes);
+    if (JSON.stringify([...targets.routes]) !== this.#routed) this.setRoutes(targets.routes);
   }
 
   /**
@@ -246,6 +362,10 @@ export class Gate {
    * resolving to) a WIT reply `{ tag, val }`, and optionally `routes`: the target names they
    * reach (submit and recover pass it to setRoutes). A target that cannot answer a step
    * throws; it never makes a reply up.
+   * @param {Step} step
+   * @param {Targets} targets
+   * @param {{ recovering?: boolean }} [options]
+   * @returns {Promise<Outcome>}
    */
   async drive(step, targets, { recovering = false } = {}) {
     const ctx = { recovering };
@@ -254,6 +374,7 @@ export class Gate {
       // Nothing leaves the gate before what it wrote is durable (write-behind backends).
       await this.durable();
       if (ask.tag === 'done') return toOutcome(ask.val);
+      /** @type {Reply} */
       let reply;
       switch (ask.tag) {
         case 'capture':
@@ -263,22 +384,27 @@ export class Gate {
           reply = await targets.authorize(ask.val);
           break;
         case 'apply':
-          await this.hooks.beforeApply?.(ask.val, undefined, ctx);
+          await this.#hooks.beforeApply?.(ask.val, undefined, ctx);
           reply = await targets.apply(ask.val);
-          await this.hooks.afterApply?.(ask.val, reply, ctx);
+          await this.#hooks.afterApply?.(ask.val, reply, ctx);
           break;
         case 'query':
           reply = await targets.query(ask.val);
-          await this.hooks.afterQuery?.(ask.val, reply, ctx);
+          await this.#hooks.afterQuery?.(ask.val, reply, ctx);
           break;
         default:
-          throw new Error(`the gate asked for an unknown step ${ask.tag}`);
+          throw new Error(`the gate asked for an unknown step ${/** @type {{ tag: string }} */ (ask).tag}`);
       }
       step = this.resume(step.op, reply);
     }
   }
 
-  /** Gates a proposal (object or JSON text; schema in ARCHITECTURE.md) through to its outcome. */
+  /**
+   * Gates a proposal (object or JSON text; schema in ARCHITECTURE.md) through to its outcome.
+   * @param {object | string} proposal
+   * @param {Targets} targets
+   * @returns {Promise<Outcome>}
+   */
   async submit(proposal, targets) {
     this.#routeTo(targets);
     return this.drive(this.submitStep(proposal), targets);
@@ -289,22 +415,28 @@ export class Gate {
    * the gate says so (DISPATCHED, claim_live, retryAfterMs); this waits that long (+1 ms,
    * the claim is live until strictly after its deadline) and asks again, at most
    * `claimWait.maxPolls` times.
+   * @param {string} effectId
+   * @param {Targets} targets
+   * @returns {Promise<Outcome>}
    */
   async recover(effectId, targets) {
     this.#routeTo(targets);
     for (let polls = 0; ; polls++) {
       const first = this.#call('recover', effectId);
       const o = await this.drive(first, targets, { recovering: true });
-      if (!(o.state === 'DISPATCHED' && o.reason === 'claim_live') || polls >= this.claimWait.maxPolls) return o;
-      await this.clock.sleep(o.retryAfterMs === null ? this.claimWait.pollMs : o.retryAfterMs + 1);
+      if (!(o.state === 'DISPATCHED' && o.reason === 'claim_live') || polls >= this.#claimWait.maxPolls) return o;
+      await this.clock.sleep(o.retryAfterMs === null ? this.#claimWait.pollMs : o.retryAfterMs + 1);
     }
   }
 
   /**
    * Recovers every open effect: a list of `{ effectId, outcome }` or `{ effectId, error }`.
    * One effect's gate error does not stop the others; a trap (or a hook's throw) does.
+   * @param {Targets} targets
+   * @returns {Promise<Recovered[]>}
    */
   async recoverAll(targets) {
+    /** @type {Recovered[]} */
     const results = [];
     for (const effectId of this.openEffects()) {
       try {
@@ -317,59 +449,107 @@ export class Gate {
     return results;
   }
 
+  /**
+   * The ids of the effects not closed yet.
+   * @returns {string[]}
+   */
   openEffects() {
     return this.#call('openEffects');
   }
 
+  /**
+   * The effect id a proposal gets; nothing is recorded.
+   * @param {object | string} proposal
+   * @returns {string}
+   */
   effectIdOf(proposal) {
     return this.#call('effectIdOf', jsonText(proposal));
   }
 
+  /**
+   * Grants (or extends) lease `lease` until `expiresAtMs` (Unix ms); durable on return.
+   * @param {string} lease
+   * @param {number} expiresAtMs
+   */
   async grantLease(lease, expiresAtMs) {
     this.#call('grantLease', lease, BigInt(expiresAtMs));
     await this.durable();
   }
 
+  /** @param {string} lease */
   async revokeLease(lease) {
     this.#call('revokeLease', lease);
     await this.durable();
   }
 
+  /**
+   * Records an approval (ARCHITECTURE.md, "Approval"); durable on return.
+   * @param {object | string} approval
+   */
   async approve(approval) {
     this.#call('approve', jsonText(approval));
     await this.durable();
   }
 
+  /** @param {string} approval */
   async revokeApproval(approval) {
     this.#call('revokeApproval', approval);
     await this.durable();
   }
 
+  /**
+   * A person's confirmation of an AMBIGUOUS effect, with the evidence.
+   * @param {string} effectId
+   * @param {unknown} evidence
+   * @returns {Promise<Outcome>}
+   */
   async confirm(effectId, evidence) {
     const o = this.#call('confirm', effectId, jsonText(evidence));
     await this.durable();
     return toOutcome(o);
   }
 
-  /** The receipt as an object (signed with HMAC-SHA256 when `key`, a Uint8Array, is given). */
+  /**
+   * The receipt as an object (signed with HMAC-SHA256 when `key` is given).
+   * @param {string} effectId
+   * @param {Uint8Array | string} [key]
+   * @returns {Receipt}
+   */
   receipt(effectId, key) {
     return JSON.parse(this.receiptText(effectId, key));
   }
 
+  /**
+   * The receipt's exact JSON text.
+   * @param {string} effectId
+   * @param {Uint8Array | string} [key]
+   * @returns {string}
+   */
   receiptText(effectId, key) {
     return this.#call('receipt', effectId, key === undefined ? undefined : toBytes(key));
   }
 
+  /**
+   * Checks a receipt's signature and that the journal still holds what it says.
+   * @param {Receipt | string} receipt
+   * @param {Uint8Array | string} key
+   * @returns {VerifyReport}
+   */
   checkReceipt(receipt, key) {
     return toReport(this.#call('checkReceipt', jsonText(receipt), toBytes(key)));
   }
 
-  /** Verifies every stream; each receipt in `anchors` pins its stream's length and head. */
+  /**
+   * Verifies every stream; each receipt in `anchors` pins its stream's length and head.
+   * @param {(Receipt | string)[]} [anchors]
+   * @returns {VerifyReport}
+   */
   verify(anchors = []) {
     return toReport(this.#call('verify', anchors.map(jsonText)));
   }
 }
 
+/** @param {Uint8Array | string} key */
 function toBytes(key) {
   return typeof key === 'string' ? new TextEncoder().encode(key) : key;
 }

@@ -7,11 +7,63 @@ import { PaymentsService } from './payments.js';
 import fs from 'node:fs';
 import { dirname } from 'node:path';
 
+/**
+ * The package's types (src/types.ts), named here so `import type { Outcome } from
+ * '@interlock/gate'` works.
+ * @typedef {import('./types.js').State} State
+ * @typedef {import('./types.js').Executed} Executed
+ * @typedef {import('./types.js').Reason} Reason
+ * @typedef {import('./types.js').Json} Json
+ * @typedef {import('./types.js').JsonObject} JsonObject
+ * @typedef {import('./types.js').PremiseChange} PremiseChange
+ * @typedef {import('./types.js').Outcome} Outcome
+ * @typedef {import('./types.js').Receipt} Receipt
+ * @typedef {import('./types.js').ProblemKind} ProblemKind
+ * @typedef {import('./types.js').Problem} Problem
+ * @typedef {import('./types.js').VerifyReport} VerifyReport
+ * @typedef {import('./types.js').EffectContext} EffectContext
+ * @typedef {import('./types.js').Cap} Cap
+ * @typedef {import('./types.js').Bound} Bound
+ * @typedef {import('./types.js').EffectOverrides} EffectOverrides
+ * @typedef {import('./types.js').JournalBackend} JournalBackend
+ * @typedef {import('./types.js').Clock} Clock
+ * @typedef {import('./types.js').ClaimWait} ClaimWait
+ * @typedef {import('./types.js').OpenOptions} OpenOptions
+ * @typedef {import('./types.js').Recovered} Recovered
+ * @typedef {import('./types.js').Targets} Targets
+ * @typedef {import('./types.js').Hooks} Hooks
+ * @typedef {import('./types.js').RepairReport} RepairReport
+ * @typedef {import('./types.js').Refund} Refund
+ * @typedef {import('./types.js').PaymentsPremises} PaymentsPremises
+ * @typedef {import('./types.js').Reply} Reply
+ * @typedef {import('./types.js').Step} Step
+ * @typedef {import('./types.js').CaptureRequest} CaptureRequest
+ * @typedef {import('./types.js').AuthorizeRequest} AuthorizeRequest
+ * @typedef {import('./types.js').ApplyRequest} ApplyRequest
+ * @typedef {import('./types.js').QueryRequest} QueryRequest
+ */
+/**
+ * @template [E=JsonObject]
+ * @typedef {import('./types.js').EffectDefinition<E>} EffectDefinition
+ */
+/**
+ * @template {unknown[]} A
+ * @typedef {import('./types.js').EffectFunction<A>} EffectFunction
+ */
+/**
+ * @template {unknown[]} A
+ * @typedef {import('./types.js').Effect<A>} Effect
+ */
+
 export class Interlock extends Base {
   /**
    * Opens (or creates) the journal in folder `dir` and starts a gate on it. The folder is
    * locked for this process (flock on journal.lock, shared with the CLI). Pass
-   * `{ journal: 'memory' }` instead of a folder for a journal that lives in memory.
+   * `':memory:'` instead of a folder for a journal that lives in memory. A URL
+   * (`postgres://...`) rejects with UnsupportedJournalError: shared journals are not
+   * supported yet.
+   * @param {string} dir
+   * @param {OpenOptions} [options]
    */
   static async open(dir, options = {}) {
     const journal = dir === ':memory:' ? new MemoryJournal() : FileJournal.open(dir);
@@ -23,12 +75,20 @@ export class Interlock extends Base {
     }
   }
 
-  /** A gate over any journal backend. */
+  /**
+   * A gate over any journal backend.
+   * @param {JournalBackend} journal
+   * @param {OpenOptions} [options]
+   */
   static async withJournal(journal, options = {}) {
     return Base.create(gateComponent(), journal, options);
   }
 
-  /** Repairs a torn journal tail in `dir` (see FileJournal.repair). */
+  /**
+   * Repairs a torn journal tail in `dir` (see FileJournal.repair).
+   * @param {string} dir
+   * @returns {RepairReport}
+   */
   static repair(dir) {
     return FileJournal.repair(dir);
   }
@@ -37,6 +97,8 @@ export class Interlock extends Base {
 /**
  * Saves a payments snapshot the way the Rust crate does: `<file>.tmp`, fsync, rename,
  * fsync the folder. Same bytes (snapshot + "\n"), so the CLI reads it.
+ * @param {string} path
+ * @param {string} snapshot
  */
 export function writeStateFile(path, snapshot) {
   const tmp = `${path}.tmp`;
@@ -58,13 +120,26 @@ export function writeStateFile(path, snapshot) {
 
 /** The simulated payments service, its state in `file` (payments.json, the CLI's format). */
 export const Payments = {
+  /**
+   * A new, empty service of `tier` ("1", "2", "3" or "1+lookup"), its state in `file`.
+   * @param {string} file
+   * @param {string} tier
+   */
   async create(file, tier) {
     return PaymentsService.create(await paymentsComponent(), tier, { persist: (s) => writeStateFile(file, s) });
   },
+  /**
+   * The service whose state `file` holds (written by any host).
+   * @param {string} file
+   */
   async open(file) {
     const text = fs.readFileSync(file, 'utf8');
     return PaymentsService.restore(await paymentsComponent(), text, { persist: (s) => writeStateFile(file, s) });
   },
+  /**
+   * A new, empty service of `tier`, its state in memory only.
+   * @param {string} tier
+   */
   async inMemory(tier) {
     return PaymentsService.create(await paymentsComponent(), tier);
   },

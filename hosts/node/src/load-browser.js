@@ -2,22 +2,43 @@
 // file and compiled once per page; every Gate or PaymentsService is a new instance of them.
 import { GateComponent } from './gate.js';
 
+/**
+ * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
+ * @import { Root as PaymentsRoot } from '../gen/payments/payments_sim.js'
+ */
+
+/** @type {Promise<GateComponent<GateRoot>> | undefined} */
 let gate;
+/** @type {Promise<GateComponent<PaymentsRoot>> | undefined} */
 let payments;
 
+/**
+ * @template Root
+ * @param {string} dir
+ * @param {string} jsName
+ * @returns {() => Promise<GateComponent<Root>>}
+ */
 function loader(dir, jsName) {
   const base = new URL(`../gen/${dir}/`, import.meta.url);
   return async () => {
     const mod = await import(new URL(jsName, base).href);
-    return new GateComponent(mod.instantiate, (name) => WebAssembly.compileStreaming(fetch(new URL(name, base))));
+    return new GateComponent(mod.instantiate, (/** @type {string} */ name) => WebAssembly.compileStreaming(fetch(new URL(name, base))));
   };
 }
 
+/**
+ * The gate component (gen/gate), compiled once per page.
+ * @returns {Promise<GateComponent<GateRoot>>}
+ */
 export function gateComponent() {
   gate ??= loader('gate', 'interlock_gate.js')();
   return gate;
 }
 
+/**
+ * The payments simulator component (gen/payments), compiled once per page.
+ * @returns {Promise<GateComponent<PaymentsRoot>>}
+ */
 export function paymentsComponent() {
   payments ??= loader('payments', 'payments_sim.js')();
   return payments;

@@ -3,26 +3,45 @@
 import { readFile } from 'node:fs/promises';
 import { GateComponent } from './gate.js';
 
+/**
+ * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
+ * @import { Root as PaymentsRoot } from '../gen/payments/payments_sim.js'
+ */
+
+/** @type {Promise<GateComponent<GateRoot>> | undefined} */
 let gate;
+/** @type {Promise<GateComponent<PaymentsRoot>> | undefined} */
 let payments;
 
+/**
+ * @template Root
+ * @param {string} dir
+ * @param {string} jsName
+ * @returns {() => Promise<GateComponent<Root>>}
+ */
 function loader(dir, jsName) {
   const base = new URL(`../gen/${dir}/`, import.meta.url);
   return async () => {
-    const mod = await import(new URL(jsName, base)).catch((e) => {
+    const mod = await import(new URL(jsName, base).href).catch((e) => {
       throw new Error(`cannot load gen/${dir}/${jsName}: run \`npm run build\` in hosts/node (${e.message})`);
     });
-    return new GateComponent(mod.instantiate, async (name) => WebAssembly.compile(await readFile(new URL(name, base))));
+    return new GateComponent(mod.instantiate, async (/** @type {string} */ name) => WebAssembly.compile(await readFile(new URL(name, base))));
   };
 }
 
-/** The gate component (gen/gate), compiled once. */
+/**
+ * The gate component (gen/gate), compiled once.
+ * @returns {Promise<GateComponent<GateRoot>>}
+ */
 export function gateComponent() {
   gate ??= loader('gate', 'interlock_gate.js')();
   return gate;
 }
 
-/** The payments simulator component (gen/payments), compiled once. */
+/**
+ * The payments simulator component (gen/payments), compiled once.
+ * @returns {Promise<GateComponent<PaymentsRoot>>}
+ */
 export function paymentsComponent() {
   payments ??= loader('payments', 'payments_sim.js')();
   return payments;

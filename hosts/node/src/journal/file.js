@@ -19,6 +19,10 @@ import { createRequire } from 'node:module';
 import { JournalError, JournalLockedError, TornTailError, CorruptJournalFileError, refuseJournalUrl } from '../errors.js';
 import { StreamIndex, parseHead, validateEntry } from './head.js';
 
+/**
+ * @import { JournalBackend, RepairReport } from '../types.js'
+ */
+
 const require = createRequire(import.meta.url);
 const { flockSync } = require('fs-ext');
 
@@ -35,6 +39,8 @@ const FILE_MODE = 0o600;
  * Creates `path` (O_EXCL, plus `flags`) readable and writable by its owner only. The umask
  * takes bits away from the mode given to open(2) (a umask of 0o200 would leave the owner
  * unable to write it), so the mode is set again on the descriptor.
+ * @param {string} path
+ * @param {number} flags
  */
 function createPrivate(path, flags) {
   const fd = fs.openSync(path, flags | O_CREAT | O_EXCL, FILE_MODE);
@@ -47,20 +53,29 @@ function createPrivate(path, flags) {
   return fd;
 }
 
-/** Opens `path` with `flags`, creating it private (createPrivate) if it does not exist. */
+/**
+ * Opens `path` with `flags`, creating it private (createPrivate) if it does not exist.
+ * @param {string} path
+ * @param {number} flags
+ */
 function openOrCreatePrivate(path, flags) {
   try {
     return { fd: createPrivate(path, flags), created: true };
   } catch (e) {
-    if (e.code !== 'EEXIST') throw e;
+    if (/** @type {NodeJS.ErrnoException} */ (e).code !== 'EEXIST') throw e;
     return { fd: fs.openSync(path, flags), created: false };
   }
 }
 
+/**
+ * @param {unknown} e
+ * @returns {JournalError}
+ */
 function io(e) {
-  return e instanceof JournalError ? e : new JournalError('io', `journal I/O error: ${e.message}`);
+  return e instanceof JournalError ? e : new JournalError('io', `journal I/O error: ${/** @type {Error} */ (e).message}`);
 }
 
+/** @param {string} dir */
 function syncDir(dir) {
   const fd = fs.openSync(dir, O_RDONLY);
   try {
@@ -70,22 +85,40 @@ function syncDir(dir) {
   }
 }
 
+/** @param {string} dir */
 function lock(dir) {
   const { fd } = openOrCreatePrivate(join(dir, LOCK_FILE), O_RDWR);
   try {
     flockSync(fd, 'exnb');
   } catch (e) {
     fs.closeSync(fd);
-    if (e.code === 'EWOULDBLOCK' || e.code === 'EAGAIN') throw new JournalLockedError(dir);
+    const { code } = /** @type {NodeJS.ErrnoException} */ (e);
+    if (code === 'EWOULDBLOCK' || code === 'EAGAIN') throw new JournalLockedError(dir);
     throw io(e);
   }
   return fd;
 }
 
+/** @implements {JournalBackend} */
 export class FileJournal {
+  /** @type {number | null} journal.jsonl, null once closed */
+  #fd;
+  /** @type {number | null} journal.lock (flock-ed), null once closed */
+  #lockFd;
+  /** @type {StreamIndex<[number, number]>} (offset, length) of every entry */
+  #index;
+  /** journal.jsonl's length in bytes */
+  #len;
+  /** a non-durable append awaits its fdatasync */
+  #pending = false;
+  /** @type {string | null} why this journal refuses writes */
+  #poisoned = null;
+
   /**
    * Opens the journal in `dir` (created if missing), takes its lock and rebuilds the index.
    * Throws JournalLockedError, TornTailError or CorruptJournalFileError.
+   * @param {string} dir
+   * @returns {FileJournal}
    */
   static open(dir) {
     refuseJournalUrl(dir);
@@ -109,32 +142,49 @@ export class FileJournal {
     }
   }
 
+  /**
+   * Use FileJournal.open.
+   * @param {string} dir
+   * @param {number} fd
+   * @param {number} lockFd
+   * @param {StreamIndex<[number, number]>} index
+   * @param {number} len
+   */
   constructor(dir, fd, lockFd, index, len) {
     this.dir = dir;
-    this.fd = fd;
-    this.lockFd = lockFd;
-    this.index = index;
-    this.len = len;
-    this.pending = false;
+    this.#fd = fd;
+    this.#lockFd = lockFd;
+    this.#index = index;
+    this.#len = len;
+    /** How many times this journal called fdatasync. */
     this.fsyncs = 0;
-    this.poisoned = null;
   }
 
+  /** The open journal file, unless the journal is closed or poisoned. */
   #usable() {
-    if (this.fd === null) throw new JournalError('other', 'journal is closed');
-    if (this.poisoned) {
-      throw new JournalError('io', `journal I/O error: journal ${this.dir} refuses writes after an earlier failure (${this.poisoned}); reopen it`);
+    if (this.#fd === null) throw new JournalError('other', 'journal is closed');
+    if (this.#poisoned) {
+      throw new JournalError('io', `journal I/O error: journal ${this.dir} refuses writes after an earlier failure (${this.#poisoned}); reopen it`);
     }
+    return this.#fd;
   }
 
+  /**
+   * @param {string} stream
+   * @param {number} expectedLength
+   * @param {string[]} entries
+   * @param {boolean} durable
+   * @param {boolean} open
+   */
   append(stream, expectedLength, entries, durable, open) {
-    this.#usable();
-    const actual = this.index.length(stream);
+    const fd = this.#usable();
+    const actual = this.#index.length(stream);
     if (actual !== expectedLength) throw new JournalError('conflict', actual);
     if (entries.length === 0) {
       if (durable) this.sync();
       return;
     }
+    /** @type {number[]} */
     const lens = [];
     entries.forEach((e, i) => {
       try {
@@ -145,10 +195,10 @@ export class FileJournal {
       lens.push(Buffer.byteLength(e));
     });
     const batch = Buffer.from(entries.join('\n') + '\n');
-    const start = this.len;
+    const start = this.#len;
     try {
       let done = 0;
-      while (done < batch.length) done += fs.writeSync(this.fd, batch, done, batch.length - done);
+      while (done < batch.length) done += fs.writeSync(fd, batch, done, batch.length - done);
     } catch (e) {
       this.#rollBack(start);
       throw io(e);
@@ -156,37 +206,44 @@ export class FileJournal {
     if (durable) {
       this.fsyncs += 1;
       try {
-        fs.fdatasyncSync(this.fd);
+        fs.fdatasyncSync(fd);
       } catch (e) {
         // After a failed fdatasync the kernel may have dropped dirty pages: nothing written
         // since the last good sync can be trusted any more.
         this.#rollBack(start);
-        this.poisoned ??= `fdatasync failed: ${e.message}`;
+        this.#poisoned ??= `fdatasync failed: ${/** @type {Error} */ (e).message}`;
         throw io(e);
       }
-      this.pending = false;
+      this.#pending = false;
     } else {
-      this.pending = true;
+      this.#pending = true;
     }
     let offset = start;
     lens.forEach((len) => {
-      this.index.push(stream, [offset, len], open);
+      this.#index.push(stream, [offset, len], open);
       offset += len + 1;
     });
-    this.len = offset;
+    this.#len = offset;
   }
 
+  /** @param {number} len */
   #rollBack(len) {
     try {
-      fs.ftruncateSync(this.fd, len);
+      fs.ftruncateSync(/** @type {number} */ (this.#fd), len);
     } catch (e) {
-      this.poisoned ??= `could not truncate ${JOURNAL_FILE} back to ${len} bytes after a failed append: ${e.message}`;
+      this.#poisoned ??= `could not truncate ${JOURNAL_FILE} back to ${len} bytes after a failed append: ${/** @type {Error} */ (e).message}`;
     }
   }
 
+  /**
+   * @param {string} stream
+   * @param {number} start
+   * @returns {string[]}
+   */
   read(stream, start) {
-    if (this.fd === null) throw new JournalError('other', 'journal is closed');
-    const locs = this.index.locs(stream, start);
+    const fd = this.#fd;
+    if (fd === null) throw new JournalError('other', 'journal is closed');
+    const locs = this.#index.locs(stream, start);
     const out = new Array(locs.length);
     for (let i = 0; i < locs.length; i++) {
       const [offset, len] = locs[i];
@@ -194,7 +251,7 @@ export class FileJournal {
       let got = 0;
       try {
         while (got < len) {
-          const n = fs.readSync(this.fd, buf, got, len - got, offset + got);
+          const n = fs.readSync(fd, buf, got, len - got, offset + got);
           if (n === 0) throw new Error(`${JOURNAL_FILE} changed under the journal: it ends before byte ${offset + len}`);
           got += n;
         }
@@ -206,28 +263,29 @@ export class FileJournal {
     return out;
   }
 
+  /** @param {string} stream */
   length(stream) {
-    return this.index.length(stream);
+    return this.#index.length(stream);
   }
   openStreams() {
-    return this.index.openStreams();
+    return this.#index.openStreams();
   }
   streams() {
-    return this.index.allStreams();
+    return this.#index.allStreams();
   }
 
   /** One fdatasync if a non-durable append is pending, else nothing. */
   sync() {
-    this.#usable();
-    if (!this.pending) return;
+    const fd = this.#usable();
+    if (!this.#pending) return;
     this.fsyncs += 1;
     try {
-      fs.fdatasyncSync(this.fd);
+      fs.fdatasyncSync(fd);
     } catch (e) {
-      this.poisoned ??= `fdatasync failed: ${e.message}`;
+      this.#poisoned ??= `fdatasync failed: ${/** @type {Error} */ (e).message}`;
       throw io(e);
     }
-    this.pending = false;
+    this.#pending = false;
   }
 
   /** The journal file's bytes (for tests and pins). */
@@ -237,11 +295,11 @@ export class FileJournal {
 
   /** Closes the file and releases the lock (closing the descriptor drops the flock). */
   close() {
-    if (this.fd === null) return;
-    fs.closeSync(this.fd);
-    fs.closeSync(this.lockFd);
-    this.fd = null;
-    this.lockFd = null;
+    if (this.#fd === null) return;
+    fs.closeSync(this.#fd);
+    if (this.#lockFd !== null) fs.closeSync(this.#lockFd);
+    this.#fd = null;
+    this.#lockFd = null;
   }
 
   /**
@@ -249,17 +307,20 @@ export class FileJournal {
    * Copies the partial last line to journal.torn-<offset> (never overwriting: .1, .2, ...),
    * syncs it, then truncates journal.jsonl to its last complete line and syncs. Returns
    * `{ tornOffset, tornBytes, savedTo }` (nulls and 0 when there was nothing to repair).
+   * @param {string} dir
+   * @returns {RepairReport}
    */
   static repair(dir) {
     refuseJournalUrl(dir);
     const lockFd = lock(dir);
     try {
+      /** @type {RepairReport} */
       const nothing = { tornOffset: null, tornBytes: 0, savedTo: null };
       let fd;
       try {
         fd = fs.openSync(join(dir, JOURNAL_FILE), O_RDWR);
       } catch (e) {
-        if (e.code === 'ENOENT') return nothing;
+        if (/** @type {NodeJS.ErrnoException} */ (e).code === 'ENOENT') return nothing;
         throw e;
       }
       try {
@@ -275,7 +336,7 @@ export class FileJournal {
             side = createPrivate(sidePath, O_RDWR);
             break;
           } catch (e) {
-            if (e.code !== 'EEXIST') throw e;
+            if (/** @type {NodeJS.ErrnoException} */ (e).code !== 'EEXIST') throw e;
           }
         }
         try {
@@ -297,9 +358,13 @@ export class FileJournal {
   }
 }
 
-/** Reads journal.jsonl and rebuilds the index; throws on a torn tail or a corrupt line. */
+/**
+ * Reads journal.jsonl and rebuilds the index; throws on a torn tail or a corrupt line.
+ * @param {number} fd
+ */
 function scan(fd) {
   const data = fs.readFileSync(fd);
+  /** @type {StreamIndex<[number, number]>} */
   const index = new StreamIndex();
   let offset = 0;
   let line = 0;
@@ -314,11 +379,11 @@ function scan(fd) {
       try {
         text = utf8.decode(body);
       } catch (e) {
-        throw `not UTF-8: ${e.message}`;
+        throw `not UTF-8: ${/** @type {Error} */ (e).message}`;
       }
       head = parseHead(text);
     } catch (detail) {
-      throw new CorruptJournalFileError(line, detail);
+      throw new CorruptJournalFileError(line, String(detail));
     }
     const position = index.length(head.stream);
     if (head.seq !== position) {

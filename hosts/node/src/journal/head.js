@@ -2,7 +2,11 @@
 // member is the gate's business. Shared by every JS backend so they accept and refuse the
 // same entries as the Rust file journal (adapters/file-journal).
 
-/** Parses an entry's head; throws a string saying what is wrong. */
+/**
+ * Parses an entry's head; throws a string saying what is wrong.
+ * @param {string} text
+ * @returns {{ stream: string, seq: number, open: boolean }}
+ */
 export function parseHead(text) {
   // An entry must be an object (serde would also accept an array for a struct).
   if (!/^\s*\{/.test(text)) throw 'not a JSON object';
@@ -10,7 +14,7 @@ export function parseHead(text) {
   try {
     v = JSON.parse(text);
   } catch (e) {
-    throw `not a journal entry: ${e.message}`;
+    throw `not a journal entry: ${/** @type {Error} */ (e).message}`;
   }
   if (typeof v.stream !== 'string') throw 'not a journal entry: `stream` is missing or not a string';
   if (!Number.isSafeInteger(v.seq) || v.seq < 0) throw 'not a journal entry: `seq` is missing or not an integer';
@@ -18,7 +22,13 @@ export function parseHead(text) {
   return { stream: v.stream, seq: v.seq, open: v.open };
 }
 
-/** Checks an entry given to `append` (as the Rust backend's `validate`). */
+/**
+ * Checks an entry given to `append` (as the Rust backend's `validate`).
+ * @param {unknown} entry
+ * @param {string} stream
+ * @param {number} seq
+ * @param {boolean} open
+ */
 export function validateEntry(entry, stream, seq, open) {
   if (typeof entry !== 'string') throw 'is not a string';
   if (entry.includes('\n')) throw 'contains a newline; an entry must be a single line';
@@ -32,16 +42,25 @@ export function validateEntry(entry, stream, seq, open) {
  * The per-stream index every backend keeps in memory, so that `length`, `open-streams` and
  * `streams` never touch storage, and `read` touches only the entries asked for.
  * `loc` is whatever the backend needs to find an entry (a byte range, the text itself).
+ * @template Loc
  */
 export class StreamIndex {
   constructor() {
-    this.streams = new Map(); // name -> { locs: [], open, order }
-    this.order = [];          // names in first-append order
+    /** @type {Map<string, { locs: Loc[], open: boolean, order: number }>} */
+    this.streams = new Map();
+    /** @type {string[]} names in first-append order */
+    this.order = [];
     this.entries = 0;
   }
+  /** @param {string} stream */
   length(stream) {
     return this.streams.get(stream)?.locs.length ?? 0;
   }
+  /**
+   * @param {string} stream
+   * @param {Loc} loc
+   * @param {boolean} open
+   */
   push(stream, loc, open) {
     let s = this.streams.get(stream);
     if (!s) {
@@ -53,12 +72,16 @@ export class StreamIndex {
     s.open = open;
     this.entries += 1;
   }
+  /**
+   * @param {string} stream
+   * @param {number} start
+   */
   locs(stream, start) {
     const s = this.streams.get(stream);
     return s ? s.locs.slice(start) : [];
   }
   openStreams() {
-    return this.order.filter((name) => this.streams.get(name).open);
+    return this.order.filter((name) => this.streams.get(name)?.open);
   }
   allStreams() {
     return this.order.slice();

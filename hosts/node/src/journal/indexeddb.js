@@ -17,22 +17,34 @@ import { MemoryJournal } from './memory.js';
 
 const STORE = 'entries';
 
+/**
+ * @template T
+ * @param {IDBRequest<T>} r
+ * @returns {Promise<T>}
+ */
 const req = (r) => new Promise((resolve, reject) => {
   r.onsuccess = () => resolve(r.result);
   r.onerror = () => reject(r.error);
 });
 
+/** @param {string} name */
 function openDb(name) {
   const r = indexedDB.open(name, 1);
   r.onupgradeneeded = () => r.result.createObjectStore(STORE);
   return req(r);
 }
 
+/**
+ * @param {string} name
+ * @returns {Promise<() => Promise<void>>} releases the lock
+ */
 async function takeLock(name) {
   if (!globalThis.navigator?.locks) return async () => {};
-  let unhold;
+  /** @type {(value?: unknown) => void} */
+  let unhold = () => {};
   const held = new Promise((r) => (unhold = r));
-  let done;
+  /** @type {Promise<unknown>} */
+  let done = Promise.resolve();
   const got = await new Promise((resolve) => {
     done = navigator.locks.request(`interlock-journal:${name}`, { ifAvailable: true }, (lock) => {
       resolve(Boolean(lock));
@@ -41,56 +53,80 @@ async function takeLock(name) {
   });
   if (!got) throw new JournalLockedError(`indexeddb:${name}`);
   // Resolves once the lock manager has really let go, so a reopen right after succeeds.
-  return () => {
+  return async () => {
     unhold();
-    return done;
+    await done;
   };
 }
 
 export class IndexedDbJournal extends MemoryJournal {
-  /** Opens (or creates) the journal stored in the IndexedDB database `name`. */
+  /** @type {IDBDatabase | undefined} */
+  #db;
+  /** @type {(() => Promise<void>) | undefined} releases the Web Lock */
+  #release;
+  /** @type {Promise<void>[]} one per append not known committed */
+  #pending = [];
+  /** @type {string | null} why a write failed: the journal refuses appends from then on */
+  #failed = null;
+
+  /**
+   * Opens (or creates) the journal stored in the IndexedDB database `name`.
+   * @param {string} [name]
+   * @returns {Promise<IndexedDbJournal>}
+   */
   static async open(name = 'interlock-journal') {
     refuseJournalUrl(name);
     const release = await takeLock(name);
     try {
       const db = await openDb(name);
       const tx = db.transaction(STORE, 'readonly');
-      const lines = await req(tx.objectStore(STORE).getAll()); // keys are 0, 1, 2, ...: append order
-      const j = IndexedDbJournal.fromLines(lines);
-      j.db = db;
-      j.release = release;
+      const lines = /** @type {string[]} */ (await req(tx.objectStore(STORE).getAll())); // keys are 0, 1, 2, ...: append order
+      const j = new IndexedDbJournal();
+      j.load(lines);
+      j.#db = db;
+      j.#release = release;
       return j;
     } catch (e) {
       release();
-      throw e instanceof JournalError ? e : new JournalError('io', `IndexedDB: ${e?.message ?? e}`);
+      throw e instanceof JournalError ? e : new JournalError('io', `IndexedDB: ${/** @type {any} */ (e)?.message ?? e}`);
     }
   }
 
-  /** Deletes the database `name` (it must not be open). */
+  /**
+   * Deletes the database `name` (it must not be open).
+   * @param {string} name
+   */
   static async destroy(name) {
     await req(indexedDB.deleteDatabase(name));
   }
 
-  constructor() {
-    super();
-    this.pending = [];
-    this.failed = null;
+  /**
+   * @param {string} stream
+   * @param {number} expectedLength
+   * @param {string[]} entries
+   * @param {boolean} durable
+   * @param {boolean} open
+   */
+  append(stream, expectedLength, entries, durable, open) {
+    if (this.#failed) throw new JournalError('io', `IndexedDB write failed earlier (${this.#failed}); reopen the journal`);
+    super.append(stream, expectedLength, entries, durable, open);
   }
 
-  append(...args) {
-    if (this.failed) throw new JournalError('io', `IndexedDB write failed earlier (${this.failed}); reopen the journal`);
-    super.append(...args);
-  }
-
+  /**
+   * @protected
+   * @param {string[]} entries
+   * @param {boolean} durable
+   */
   written(entries, durable) {
     const first = this.lines.length - entries.length;
-    const tx = this.db.transaction(STORE, 'readwrite', { durability: durable ? 'strict' : 'relaxed' });
+    const db = /** @type {IDBDatabase} */ (this.#db);
+    const tx = db.transaction(STORE, 'readwrite', { durability: durable ? 'strict' : 'relaxed' });
     const store = tx.objectStore(STORE);
     entries.forEach((e, i) => store.add(e, first + i));
-    this.pending.push(new Promise((resolve) => {
+    this.#pending.push(new Promise(/** @param {(value?: void) => void} resolve */ (resolve) => {
       tx.oncomplete = () => resolve();
       tx.onerror = tx.onabort = () => {
-        this.failed ??= String(tx.error?.message ?? tx.error ?? 'aborted');
+        this.#failed ??= String(tx.error?.message ?? 'aborted');
         resolve();
       };
     }));
@@ -98,12 +134,12 @@ export class IndexedDbJournal extends MemoryJournal {
 
   /** Resolves when every append so far is committed; rejects if any write failed. */
   async flush() {
-    while (this.pending.length) {
-      const batch = this.pending;
-      this.pending = [];
+    while (this.#pending.length) {
+      const batch = this.#pending;
+      this.#pending = [];
       await Promise.all(batch);
     }
-    if (this.failed) throw new JournalError('io', `IndexedDB write failed: ${this.failed}`);
+    if (this.#failed) throw new JournalError('io', `IndexedDB write failed: ${this.#failed}`);
   }
 
   sync() {
@@ -111,10 +147,13 @@ export class IndexedDbJournal extends MemoryJournal {
     super.sync();
   }
 
-  /** Closes the database and releases the lock; resolves when another handle may open it. */
+  /**
+   * Closes the database and releases the lock; resolves when another handle may open it.
+   * @returns {Promise<void> | undefined}
+   */
   close() {
     super.close();
-    this.db?.close();
-    return this.release?.();
+    this.#db?.close();
+    return this.#release?.();
   }
 }

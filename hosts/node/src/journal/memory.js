@@ -4,16 +4,35 @@
 import { JournalError } from '../errors.js';
 import { StreamIndex, parseHead, validateEntry } from './head.js';
 
+/** @import { JournalBackend } from '../types.js' */
+
+/** @implements {JournalBackend} */
 export class MemoryJournal {
+  /** @type {StreamIndex<string>} */
+  #index = new StreamIndex();
+
   constructor() {
+    /** @type {string[]} every entry, in append order */
     this.lines = [];
-    this.index = new StreamIndex();
     this.closed = false;
   }
 
-  /** A journal rebuilt from entries in append order (how durable browser journals load). */
-  static fromLines(lines, ...args) {
-    const j = new this(...args);
+  /**
+   * A journal rebuilt from entries in append order.
+   * @param {string[]} lines
+   */
+  static fromLines(lines) {
+    const j = new MemoryJournal();
+    j.load(lines);
+    return j;
+  }
+
+  /**
+   * Replays entries in append order into this empty journal (how durable browser journals load).
+   * @protected
+   * @param {string[]} lines
+   */
+  load(lines) {
     lines.forEach((text, i) => {
       let head;
       try {
@@ -21,23 +40,29 @@ export class MemoryJournal {
       } catch (detail) {
         throw new JournalError('corrupt', `entry ${i + 1} is not a valid entry: ${detail}`);
       }
-      const position = j.index.length(head.stream);
+      const position = this.#index.length(head.stream);
       if (head.seq !== position) {
         throw new JournalError('corrupt', `entry ${i + 1}: seq is ${head.seq} but stream ${JSON.stringify(head.stream)} has ${position} entries before it`);
       }
-      j.index.push(head.stream, text, head.open);
-      j.lines.push(text);
+      this.#index.push(head.stream, text, head.open);
+      this.lines.push(text);
     });
-    return j;
   }
 
   #check() {
     if (this.closed) throw new JournalError('other', 'journal is closed');
   }
 
+  /**
+   * @param {string} stream
+   * @param {number} expectedLength
+   * @param {string[]} entries
+   * @param {boolean} durable
+   * @param {boolean} open
+   */
   append(stream, expectedLength, entries, durable, open) {
     this.#check();
-    const actual = this.index.length(stream);
+    const actual = this.#index.length(stream);
     if (actual !== expectedLength) throw new JournalError('conflict', actual);
     entries.forEach((e, i) => {
       try {
@@ -47,30 +72,41 @@ export class MemoryJournal {
       }
     });
     for (const e of entries) {
-      this.index.push(stream, e, open);
+      this.#index.push(stream, e, open);
       this.lines.push(e);
     }
     this.written(entries, durable);
   }
 
-  /** Hook for subclasses that persist what was appended. */
+  /**
+   * Hook for subclasses that persist what was appended.
+   * @protected
+   * @param {string[]} _entries
+   * @param {boolean} _durable
+   */
   written(_entries, _durable) {}
 
+  /**
+   * @param {string} stream
+   * @param {number} start
+   * @returns {string[]}
+   */
   read(stream, start) {
     this.#check();
-    return this.index.locs(stream, start);
+    return this.#index.locs(stream, start);
   }
+  /** @param {string} stream */
   length(stream) {
     this.#check();
-    return this.index.length(stream);
+    return this.#index.length(stream);
   }
   openStreams() {
     this.#check();
-    return this.index.openStreams();
+    return this.#index.openStreams();
   }
   streams() {
     this.#check();
-    return this.index.allStreams();
+    return this.#index.allStreams();
   }
   sync() {
     this.#check();
@@ -81,6 +117,7 @@ export class MemoryJournal {
     return new TextEncoder().encode(this.lines.map((l) => l + '\n').join(''));
   }
 
+  /** @returns {void | Promise<void>} */
   close() {
     this.closed = true;
   }

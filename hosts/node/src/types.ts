@@ -1,0 +1,193 @@
+// The shapes of the values @interlock/gate takes and gives (no runtime code). The JS in
+// this folder names them in its JSDoc, so `npm run typecheck` checks the code against them,
+// and the package's declarations (types/, made by `npm run build`) are generated from that
+// JSDoc: nothing declared here can drift from what the code does. WIT records are jco's
+// own declarations (gen/), re-exported.
+import type {
+  ApplyRequest,
+  AuthorizeRequest,
+  CaptureRequest,
+  QueryRequest,
+  Reply,
+  Step,
+} from '../gen/gate/interfaces/interlock-gate-target.js';
+
+export type { ApplyRequest, AuthorizeRequest, CaptureRequest, QueryRequest, Reply, Step };
+
+/** Where an effect is in its life, spelled as in the journal. */
+export type State = 'PROPOSED' | 'AUTHORIZED' | 'DISPATCHED' | 'COMMITTED' | 'REFUSED' | 'AMBIGUOUS' | 'CONFIRMED';
+export type Executed = 'yes' | 'no' | 'unknown';
+/** Why an outcome is not a plain success, spelled as in the journal. */
+export type Reason =
+  | 'conflicting_payload' | 'lease_missing' | 'lease_expired' | 'lease_revoked' | 'not_allowed'
+  | 'premise_changed' | 'approval_missing' | 'approval_expired' | 'approval_revoked' | 'approval_stale'
+  | 'cap_exceeded' | 'target_rejected' | 'no_dedupe_no_lookup' | 'dedupe_window_passed' | 'claim_live'
+  | 'read_failed' | 'target_unavailable' | 'target_unroutable';
+
+/** A value JSON carries as given. */
+export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+/** A JSON object. */
+export type JsonObject = { [k: string]: Json };
+
+export interface PremiseChange { name: string; was: Json; now: Json }
+
+/** What the gate decided for one effect. REFUSED and AMBIGUOUS are outcomes, not errors. */
+export interface Outcome {
+  effectId: string;
+  state: State;
+  reason: Reason | null;
+  executed: Executed;
+  /** The target's result, when known. */
+  result: Json | null;
+  changed: PremiseChange[];
+  /** The approver the effect goes back to (approval_stale). */
+  returnTo: string | null;
+  /** An earlier decision returned again (the same request submitted twice). */
+  replayed: boolean;
+  /** For an open effect: ms until recovery can act. */
+  retryAfterMs: number | null;
+}
+
+/** The receipt (ARCHITECTURE.md, "Receipt"). */
+export interface Receipt {
+  effect_id: string;
+  agent: string;
+  effect: Json;
+  final: State;
+  executed: Executed;
+  attempts: number;
+  reason?: Reason;
+  via?: 'send' | 'recovery-retry' | 'recovery-query';
+  result?: Json;
+  head: { length: number; hash: string };
+  signature?: { alg: 'HMAC-SHA256'; value: string };
+  [field: string]: unknown;
+}
+
+export type ProblemKind = 'hash-mismatch' | 'broken-link' | 'bad-seq' | 'unparsable' | 'truncated';
+export interface Problem { stream: string; seq: number; kind: ProblemKind; detail: string }
+export interface VerifyReport { streams: number; entries: number; problems: Problem[] }
+
+/** What an effect's function gets after its arguments and the idempotency key. */
+export interface EffectContext { effectId: string; attempt: number; signal: AbortSignal }
+
+export interface Cap { name: string; limit_cents: number; amount_cents: number }
+export interface Bound { at_most?: number; at_least?: number }
+
+export interface EffectDefinition<E = JsonObject> {
+  /** The target's name; recovery routes open effects to the definition by it. */
+  target: string;
+  /** Names of the function's arguments; they become the effect object. Without it the one argument is the effect. */
+  params?: string[];
+  /** The approved request's key (never model output): the effect's identity. */
+  key?: string | ((effect: E) => string);
+  lease?: string;
+  approval?: string;
+  /** Read the premises fresh from the system of record; exclude the effect's own result. */
+  premises?: (effect: E, ctx: { effectId: string }) => JsonObject | Promise<JsonObject>;
+  bounds?: Record<string, Bound>;
+  cap?: Cap | ((effect: E) => Cap);
+  /**
+   * Your own authority check, asked right before every send (and at recovery). `true`
+   * allows; anything else refuses (REFUSED not_allowed). A throw is a check that could not
+   * be made: the effect stays open (read_failed), never refused.
+   */
+  allowed?: (effect: E, ctx: { agent: string; effectId: string }) => boolean | Promise<boolean>;
+  /** Look the effect up at the target by its reference (the effect id); null if it did not happen. */
+  lookup?: (effect: E, ctx: { effectId: string }) => Json | undefined | Promise<Json | undefined>;
+  dedupes?: boolean;
+  dedupeWindowMs?: number;
+  /** Give up on the target after this long (the claim's length). Default 30000. */
+  timeoutMs?: number;
+  agent?: string;
+}
+
+/** Per-request settings of an effect call (`refund.with({ ... })(...)`). */
+export interface EffectOverrides { approval?: string; lease?: string; premises?: JsonObject; key?: string }
+
+/** An effect's function: its arguments, then the idempotency key and the context. */
+export type EffectFunction<A extends unknown[]> = (...args: [...A, string, EffectContext]) => unknown;
+
+/**
+ * A gated effect. A call rejects with InvalidFieldError (nothing recorded, nothing sent)
+ * when an argument is not what JSON carries as given: NaN, Infinity, undefined, a
+ * function, a symbol, a BigInt, a Date/Map/Set or other non-plain object, a cycle, an
+ * extra argument; or (the gate's rule) an integer past 2^53-1.
+ */
+export interface Effect<A extends unknown[]> {
+  (...args: A): Promise<Outcome>;
+  /** The same call with per-request settings. */
+  with(overrides: EffectOverrides): (...args: A) => Promise<Outcome>;
+  /** The effect id a call would get, recording nothing. */
+  effectId(...args: A): string;
+  readonly target: string;
+}
+
+/** A journal backend: six synchronous methods (src/journal/ has the file, memory and IndexedDB ones). */
+export interface JournalBackend {
+  append(stream: string, expectedLength: number, entries: string[], durable: boolean, open: boolean): void;
+  read(stream: string, start: number): string[];
+  length(stream: string): number;
+  openStreams(): string[];
+  streams(): string[];
+  sync(): void;
+  /** Write-behind backends: resolves once every append so far is durable. */
+  flush?(): Promise<void>;
+  close?(): void | Promise<void>;
+}
+
+export interface Clock { nowMs(): number; sleep(ms: number): Promise<void> }
+
+/** How recovery waits out another worker's live claim. */
+export interface ClaimWait { pollMs: number; maxPolls: number }
+
+export interface OpenOptions { clock?: Clock; agent?: string; claimWait?: ClaimWait }
+
+/** What `recover` says of one open effect: its outcome, or the gate error it met. */
+export type Recovered =
+  | { effectId: string; outcome: Outcome; error?: undefined }
+  | { effectId: string; outcome?: undefined; error: import('./errors.js').GateError };
+
+/**
+ * The steps of the low-level Gate. `routes`: the target names these reach (passed to
+ * `setRoutes` by `submit` and `recover`). A step for any other target is never asked; a
+ * target that cannot answer throws rather than make a reply up.
+ */
+export interface Targets {
+  routes?: Iterable<string>;
+  capture(req: CaptureRequest): Reply | Promise<Reply>;
+  authorize(req: AuthorizeRequest): Reply | Promise<Reply>;
+  apply(req: ApplyRequest): Reply | Promise<Reply>;
+  query(req: QueryRequest): Reply | Promise<Reply>;
+}
+
+/** Test hooks of the low-level Gate, around the steps it performs. */
+export interface Hooks {
+  beforeApply?(req: ApplyRequest, reply: undefined, ctx: { recovering: boolean }): unknown;
+  afterApply?(req: ApplyRequest, reply: Reply, ctx: { recovering: boolean }): unknown;
+  afterQuery?(req: QueryRequest, reply: Reply, ctx: { recovering: boolean }): unknown;
+}
+
+/** What `repair` did to a torn journal tail (nulls and 0: nothing to repair). */
+export interface RepairReport { tornOffset: number | null; tornBytes: number; savedTo: string | null }
+
+/**
+ * A refund of the simulated payments service (adapters/payments-sim, `Refund`). A type,
+ * not an interface, so it is a Json value (a lookup may return it as is).
+ */
+export type Refund = {
+  /** `re_0001`, `re_0002`, ... in creation order. */
+  id: string;
+  order: string;
+  amount_cents: number;
+  /** The reference the caller attached (the gate's effect id). */
+  reference: string | null;
+  /** The key the service deduped on; null on tiers that do not dedupe. */
+  idempotency_key: string | null;
+  created_ms: number;
+  /** Made by a person in the dashboard, not through the API. */
+  by_hand: boolean;
+};
+
+/** The premises the simulated payments service reports for an order. */
+export interface PaymentsPremises { eligible: boolean; refunded_by_others_cents: number; [name: string]: Json }

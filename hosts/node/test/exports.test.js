@@ -1,0 +1,13 @@
+// What each entry exports at run time is what test/types/exports.js lists, which the types
+// tests check against the declarations: no export undeclared, no declaration without code.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { NODE_EXPORTS, BROWSER_EXPORTS } from './types/exports.js';
+
+test('the Node entry exports exactly the declared names', async () => {
+  assert.deepEqual(Object.keys(await import('../src/index.js')).sort(), [...NODE_EXPORTS].sort());
+});
+
+test('the browser entry exports exactly the declared names', async () => {
+  assert.deepEqual(Object.keys(await import('../src/browser.js')).sort(), [...BROWSER_EXPORTS].sort());
+});
