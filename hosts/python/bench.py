@@ -8,10 +8,10 @@ import tempfile
 import time
 
 from interlock import Interlock
-from interlock.gate import GateHost, JournalRef
 from interlock.clock import SystemClock
+from interlock.gate import GateHost, JournalRef
 from interlock.journal import FileJournal
-from interlock.sim import Payments
+from interlock.payments_sim import Payments
 
 
 def per_call_us(f, n):
@@ -37,7 +37,7 @@ def main(n: int) -> None:
         payments = Payments.in_memory("2")
         for i in range(2 * n):
             payments.add_order(f"o{i}", 10_000)
-        gate = Interlock(os.path.join(d, "easy"))
+        gate = Interlock(os.path.join(d, "decorated"))
 
         @gate.effect(key=lambda order, amount: f"refund:{order}",
                      premises=lambda order, amount, idempotency_key: payments.premises(order, idempotency_key),
@@ -61,7 +61,8 @@ def main(n: int) -> None:
               f"{per_call_us(lambda: refund.gate.submit(next(it2)), n):.0f} us")
         journal_module.os.fdatasync = real_sync
         it = iter(proposals)
-        print(f"the same request again (replayed outcome): {per_call_us(lambda: refund.gate.submit(next(it)), n):.0f} us")
+        replayed = per_call_us(lambda: refund.gate.submit(next(it)), n)
+        print(f"the same request again (replayed outcome): {replayed:.0f} us")
         print(f"fn.proposal (effect-id-of + premises read): "
               f"{per_call_us(lambda: refund.proposal('o0', 100), n):.0f} us")
         fd = os.open(os.path.join(d, "x"), os.O_WRONLY | os.O_CREAT)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The Python host's tests, from a fresh machine with Python 3.9+ and the components built
-# (bash scripts/build-wasm.sh): a venv, the wheel built from this folder (it carries
-# dist/*.wasm), installed; then pytest against the installed package; then the wheel in a
-# second, fresh venv with no cargo on PATH, running a submit.
+# (bash scripts/build-wasm.sh): a venv; ruff and mypy over the package and the tests; the
+# wheel built from this folder (it carries dist/*.wasm), installed; then pytest against the
+# installed package; then the wheel in a second, fresh venv with no cargo on PATH, running
+# a submit.
 # Environment: INTERLOCK_PY_VENV (default hosts/python/.venv), PYTHON (default python3),
 # INTERLOCK_CLI (the CLI binary for the cross-host tests; default the cargo build output).
 set -euo pipefail
@@ -20,7 +21,10 @@ done
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7'
+"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'ruff>=0.17,<0.18' 'mypy>=2,<3'
+
+echo "== ruff and mypy (config in pyproject.toml)"
+(cd "$HERE" && "$VENV/bin/ruff" check src/interlock tests bench.py && "$VENV/bin/mypy")
 
 WHEELS=$(mktemp -d)
 SMOKE=$(mktemp -d)
@@ -52,7 +56,7 @@ import shutil, sys
 assert shutil.which("cargo") is None, "cargo is on PATH"
 import interlock
 from interlock import Interlock, COMMITTED
-from interlock.sim import Payments
+from interlock.payments_sim import Payments
 assert "site-packages" in interlock.__file__, interlock.__file__
 payments = Payments.create("payments.json", "2")
 payments.add_order("order_881", 10_000)

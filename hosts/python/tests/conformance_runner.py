@@ -10,15 +10,23 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from interlock.clock import FakeClock
 from interlock.errors import GateError, SimulatedCrash
 from interlock.gate import (
-    AFTER_COMMIT, AFTER_INTENT, IN_RECOVERY, GateHost, JournalRef, Outcome, allowed, failed, to_request,
+    AFTER_COMMIT,
+    AFTER_INTENT,
+    IN_RECOVERY,
+    GateHost,
+    JournalRef,
+    Outcome,
+    allowed,
+    failed,
+    to_request,
 )
 from interlock.journal import JOURNAL_FILE, FileJournal, TornTail
-from interlock.sim import Payments
+from interlock.payments_sim import Payments
 from interlock.targets import PaymentsTarget
 
 T0_MS = 1_800_000_000_000
@@ -37,7 +45,7 @@ def dumps(v: Any) -> str:
     return json.dumps(v, sort_keys=True, separators=(",", ":"))
 
 
-def load_dir(d: Path):
+def load_dir(d: Path) -> List[Tuple[Path, Dict[str, Any]]]:
     out = []
     for p in sorted(d.glob("*.json")):
         if p.name == PINS:
@@ -158,7 +166,7 @@ class Run:
         t.last = v
         return v
 
-    def task(self, step) -> str:
+    def task(self, step: Dict[str, Any]) -> str:
         name = step["task"]
         if name not in self.tasks:
             raise ValueError(f"task {name!r} was never decided")
@@ -253,7 +261,7 @@ class Run:
     def decide(self, step):
         name = step["task"]
         dedupes, lookup = self.tier
-        authority = {"approval": step["approval"]} if "approval" in step else {"lease": LEASE}
+        authority: Dict[str, Any] = {"approval": step["approval"]} if "approval" in step else {"lease": LEASE}
         if step.get("host_check") is True:
             authority["host_check"] = True
         p = {
@@ -385,13 +393,13 @@ def run(vector: Dict[str, Any], workdir: Path) -> Report:
     finally:
         r.worker = None
         r.journal.close()
-    e = vector["expect"]
+    expect = vector["expect"]
     for k, got in (("refunded_cents", report.refunded_cents), ("refund_records", report.refund_records)):
-        if k not in e:
+        if k not in expect:
             report.failures.append(f"the vector does not say {k}")
-        elif e[k] != got:
-            report.failures.append(f"{k} is {got}, expected {e[k]}")
-    for name, want in (e.get("tasks") or {}).items():
+        elif expect[k] != got:
+            report.failures.append(f"{k} is {got}, expected {expect[k]}")
+    for name, want in (expect.get("tasks") or {}).items():
         if name in report.tasks:
             report.failures += check(f"task {name}", report.tasks[name], want)
         else:

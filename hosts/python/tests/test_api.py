@@ -1,4 +1,4 @@
-"""The decorator API: the seed's snippet unchanged, typed errors, traps kept apart."""
+"""The decorator API: the original's snippet unchanged, typed errors, traps kept apart."""
 
 import json
 import subprocess
@@ -9,15 +9,24 @@ import pytest
 
 import interlock
 from interlock import (
-    COMMITTED, REFUSED, FakeClock, GateError, GateTrap, Interlock, InvalidField, InvalidJson,
-    TooLarge, UnknownEffect,
+    COMMITTED,
+    REFUSED,
+    FakeClock,
+    GateError,
+    GateTrap,
+    Interlock,
+    InvalidField,
+    InvalidJson,
+    TooLarge,
+    UnknownEffect,
 )
-from interlock.sim import Payments
+from interlock.payments_sim import Payments
 
-# The seed's snippet (../shared/seeds/000_*), unchanged but for the import of the
+# The original's snippet (the Python library Interlock was first written as;
+# ../shared/seeds/000_*), unchanged but for the import of the
 # simulated service, plus two lines that use it.
-SEED = textwrap.dedent('''
-    from interlock.sim import stripe, charge_for, is_eligible, refunded_total, can_refund, refund_exists
+ORIGINAL_SNIPPET = textwrap.dedent('''
+    from interlock.payments_sim import stripe, charge_for, is_eligible, refunded_total, can_refund, refund_exists
     from interlock import Interlock
     gate = Interlock(".interlock")
     @gate.effect(
@@ -37,10 +46,10 @@ SEED = textwrap.dedent('''
 ''')
 
 
-def test_the_seed_snippet_runs_as_written(tmp_path):
-    (tmp_path / "seed.py").write_text(SEED)
+def test_the_original_snippet_runs_as_written(tmp_path):
+    (tmp_path / "original.py").write_text(ORIGINAL_SNIPPET)
     for _ in range(2):  # the second run is a restart: the first outcome comes back
-        run = subprocess.run([sys.executable, "seed.py"], cwd=tmp_path, capture_output=True, text=True)
+        run = subprocess.run([sys.executable, "original.py"], cwd=tmp_path, capture_output=True, text=True)
         assert run.returncode == 0, run.stderr
         assert run.stdout.split() == ["COMMITTED", "COMMITTED", "2000"], run.stdout
     state = json.loads((tmp_path / ".interlock" / "payments.json").read_text())

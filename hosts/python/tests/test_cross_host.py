@@ -6,10 +6,8 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
-from interlock import COMMITTED, Interlock, Locked
-from interlock.sim import Payments
+from interlock import COMMITTED, Interlock
+from interlock.payments_sim import Payments
 
 ORDER = "order_881"
 LEASE = "case-4471"
@@ -20,7 +18,7 @@ LEASE = "case-4471"
 CHILD = textwrap.dedent("""
     import os, sys
     from interlock import Interlock, SimulatedCrash
-    from interlock.sim import Payments
+    from interlock.payments_sim import Payments
 
     d = sys.argv[1]
     payments = Payments.open(os.path.join(d, "payments.json"))

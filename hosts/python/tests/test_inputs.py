@@ -7,9 +7,15 @@ import math
 import pytest
 
 from interlock import (
-    COMMITTED, REFUSED, FakeClock, Interlock, InterlockError, InvalidField, UnsupportedJournal,
+    COMMITTED,
+    REFUSED,
+    FakeClock,
+    Interlock,
+    InterlockError,
+    InvalidField,
+    UnsupportedJournal,
 )
-from interlock.sim import Payments
+from interlock.payments_sim import Payments
 
 T0 = 1_800_000_000_000
 

@@ -110,7 +110,7 @@ def test_an_existing_directory_keeps_its_owners_mode(tmp_path, umask_zero):
 
 def test_an_interlock_and_its_simulated_service_leave_only_owner_only_files(tmp_path, umask_zero):
     from interlock import COMMITTED, Interlock
-    from interlock.sim import Payments
+    from interlock.payments_sim import Payments
 
     d = tmp_path / ".interlock"
     gate = Interlock(d)

@@ -3,11 +3,12 @@ that cannot be made, live claims reported instead of waited out, and receipts th
 only real sends."""
 
 import asyncio
+from typing import List
 
 import pytest
 
 from interlock import COMMITTED, PROPOSED, ClaimWait, FakeClock, Interlock, JournalFailed, SimulatedCrash
-from interlock.sim import Payments
+from interlock.payments_sim import Payments
 
 T0 = 1_800_000_000_000
 ORDER = "order_881"
@@ -72,7 +73,7 @@ def test_an_effect_of_a_target_not_defined_here_stays_open_and_nothing_is_writte
 def test_receipt_attempts_count_only_real_sends(tmp_path):
     # Tier 1 without premises: recovery resends at once, so an Interlock without the target
     # used to record another AUTHORIZED and DISPATCHED before failing to send.
-    sends = []
+    sends: List[str] = []
     payments, clock, d = crashed_after_the_send(tmp_path, "1", premises=False, sends=sends)
     clock.advance(60_000)
     with Interlock(d, clock=clock) as blind:
@@ -100,7 +101,7 @@ def test_a_host_check_that_raises_at_submit_leaves_the_effect_open(tmp_path):
     payments = Payments.in_memory("2")
     payments.add_order(ORDER, 10_000)
     gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0))
-    sends = []
+    sends: List[str] = []
     refund = define_payments(gate, payments, allowed=flaky_check([1]), sends=sends)
     out = refund(ORDER, 2000)
     assert (out.status, out.reason) == (PROPOSED, "read_failed")  # not REFUSED, not an error
@@ -111,7 +112,7 @@ def test_a_host_check_that_raises_at_submit_leaves_the_effect_open(tmp_path):
 
 
 def test_a_host_check_that_raises_at_recovery_leaves_the_effect_open(tmp_path):
-    sends = []
+    sends: List[str] = []
     payments, clock, d = crashed_after_the_send(tmp_path, "1", allowed=lambda o, a: True, sends=sends)
     clock.advance(60_000)
     gate = Interlock(d, clock=clock)

@@ -8,7 +8,7 @@ import time
 
 from interlock import COMMITTED, Interlock
 from interlock.journal import FileJournal
-from interlock.sim import Payments
+from interlock.payments_sim import Payments
 
 THREADS = 8
 CALLS = 200

@@ -8,7 +8,7 @@ runs; this package is glue: the journal file, the clock, and the decorator API.
 """
 
 from .clock import FakeClock, SystemClock
-from .easy import Effect, EffectGate, Interlock, Receipt, RecoveryReport
+from .decorator import Effect, EffectGate, Interlock, Receipt, RecoveryReport
 from .errors import (
     Contention,
     CorruptJournal,
@@ -27,39 +27,30 @@ from .errors import (
     UnknownTarget,
     UnsupportedJournal,
 )
-from .gate import ClaimWait, Outcome, PremiseChange, Problem, VerifyReport
-from .journal import Corrupt, FileJournal, Locked, TornTail
+from .gate import ClaimWait, Executed, Outcome, PremiseChange, Problem, Reason, State, VerifyReport
+from .journal import Corrupt, FileJournal, JournalFileError, Locked, TornTail
 
-# States, spelled as in the journal.
-PROPOSED = "PROPOSED"
-AUTHORIZED = "AUTHORIZED"
-DISPATCHED = "DISPATCHED"
-COMMITTED = "COMMITTED"
-REFUSED = "REFUSED"
-AMBIGUOUS = "AMBIGUOUS"
-CONFIRMED = "CONFIRMED"
+# States, spelled as in the journal (``COMMITTED == "COMMITTED"``).
+PROPOSED = State.PROPOSED
+AUTHORIZED = State.AUTHORIZED
+DISPATCHED = State.DISPATCHED
+COMMITTED = State.COMMITTED
+REFUSED = State.REFUSED
+AMBIGUOUS = State.AMBIGUOUS
+CONFIRMED = State.CONFIRMED
 
-
-class Status:
-    """The same states as a namespace: ``Status.COMMITTED == "COMMITTED"``."""
-
-    PROPOSED = PROPOSED
-    AUTHORIZED = AUTHORIZED
-    DISPATCHED = DISPATCHED
-    COMMITTED = COMMITTED
-    REFUSED = REFUSED
-    AMBIGUOUS = AMBIGUOUS
-    CONFIRMED = CONFIRMED
-
+#: The former name of :class:`State`.
+Status = State
 
 Result = Outcome
 
 __all__ = [
     "Interlock", "Effect", "EffectGate", "Outcome", "Result", "Receipt", "RecoveryReport",
-    "PremiseChange", "Problem", "VerifyReport", "Status", "PROPOSED", "AUTHORIZED",
-    "DISPATCHED", "COMMITTED", "REFUSED", "AMBIGUOUS", "CONFIRMED", "InterlockError",
-    "GateError", "InvalidJson", "InvalidField", "TooLarge", "UnknownEffect",
+    "PremiseChange", "Problem", "VerifyReport", "State", "Status", "Reason", "Executed",
+    "PROPOSED", "AUTHORIZED", "DISPATCHED", "COMMITTED", "REFUSED", "AMBIGUOUS", "CONFIRMED",
+    "InterlockError", "GateError", "InvalidJson", "InvalidField", "TooLarge", "UnknownEffect",
     "UnknownOperation", "UnexpectedReply", "JournalFailed", "CorruptJournal", "Contention",
     "GateTrap", "SimulatedCrash", "UnknownTarget", "UnsupportedJournal", "Rejected",
-    "FileJournal", "Locked", "TornTail", "Corrupt", "FakeClock", "SystemClock", "ClaimWait",
+    "FileJournal", "JournalFileError", "Locked", "TornTail", "Corrupt", "FakeClock",
+    "SystemClock", "ClaimWait",
 ]

@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Dict, Optional
 
 
 class InterlockError(Exception):
@@ -106,37 +106,29 @@ class Contention(GateError):
     case = "contention"
 
 
-_CASES = {
-    c.case: c
-    for c in (
-        InvalidJson,
-        InvalidField,
-        TooLarge,
-        UnknownEffect,
-        UnknownOperation,
-        UnexpectedReply,
-        JournalFailed,
-        CorruptJournal,
-        Contention,
-    )
+# WIT case -> its exception, from the case's payload (a wasmtime value).
+_CASES: Dict[str, Callable[[Any], GateError]] = {
+    InvalidJson.case: lambda p: InvalidJson(str(p), p),
+    InvalidField.case: lambda p: InvalidField(p.field, p.problem),
+    TooLarge.case: TooLarge,
+    UnknownEffect.case: UnknownEffect,
+    UnknownOperation.case: UnknownOperation,
+    UnexpectedReply.case: lambda p: UnexpectedReply(str(p), p),
+    JournalFailed.case: lambda p: JournalFailed(p.tag, p.payload),
+    CorruptJournal.case: lambda p: CorruptJournal(str(p), p),
+    Contention.case: lambda p: Contention(str(p), p),
 }
 
 
 def gate_error(tag: str, payload: Any) -> GateError:
     """The exception for one WIT ``gate-error`` value."""
-    if tag == "invalid-field":
-        return InvalidField(getattr(payload, "field"), getattr(payload, "problem"))
-    if tag == "journal":
-        return JournalFailed(payload.tag, payload.payload)
-    cls = _CASES.get(tag)
-    if cls is None:
+    make = _CASES.get(tag)
+    if make is None:
         # A case this host does not know yet: still a gate error, with its name.
         e = GateError(f"{tag}: {payload}", payload)
         e.case = tag
         return e
-    if cls in (TooLarge, UnknownEffect, UnknownOperation):
-        return cls(payload)
-    return cls(str(payload), payload)
+    return make(payload)
 
 
 class GateTrap(InterlockError):

@@ -13,16 +13,33 @@ import inspect
 import json
 import os
 import threading
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Awaitable,
+    Callable,
+    Dict,
+    Generator,
+    List,
+    Optional,
+    Protocol,
+    Sequence,
+    Tuple,
+    Union,
+)
 
 import wasmtime
 from wasmtime import Engine, Store
 from wasmtime.component import Component, Linker, Record, Variant
 
-from .errors import GateTrap, SimulatedCrash, gate_error
+from .errors import GateTrap, InterlockError, SimulatedCrash, gate_error
 from .journal import Conflict, FileJournal, JournalFileError
+
+if TYPE_CHECKING:
+    from .decorator import Receipt
 
 GATE_WASM = "interlock_gate.wasm"
 PAYMENTS_WASM = "payments_sim.wasm"
@@ -113,7 +130,7 @@ def _compile(path: Path) -> Component:
             # Only this function writes these files (whole, by rename), named by the hash
             # of the wasm and of the wasmtime version: they are wasmtime's own output.
             component = Component.deserialize(engine(), cached.read_bytes())
-        except Exception:
+        except Exception:  # noqa: BLE001 - an unusable cached artifact is compiled again
             component = None
     if component is None:
         try:
@@ -139,6 +156,69 @@ def _f(rec: Any, name: str) -> Any:
     return getattr(rec, name)
 
 
+class _Spelled(str, Enum):
+    """A ``str`` enum that is its journal spelling: ``State.COMMITTED == "COMMITTED"``, and
+    ``str()`` and f-strings give the spelling (as the journal, the CLI and Node write it)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class State(_Spelled):
+    """Where an effect is in its life (WIT ``state``), spelled as in the journal."""
+
+    PROPOSED = "PROPOSED"
+    AUTHORIZED = "AUTHORIZED"
+    DISPATCHED = "DISPATCHED"
+    COMMITTED = "COMMITTED"
+    REFUSED = "REFUSED"
+    AMBIGUOUS = "AMBIGUOUS"
+    CONFIRMED = "CONFIRMED"
+
+    @property
+    def final(self) -> bool:
+        """Closed: nothing more will happen to the effect without a person."""
+        return self in _FINAL
+
+
+_FINAL = frozenset({State.COMMITTED, State.REFUSED, State.AMBIGUOUS, State.CONFIRMED})
+
+
+class Reason(_Spelled):
+    """Why an outcome is not a plain success (WIT ``reason``), spelled as in the journal's
+    JSON (underscores where the WIT has dashes)."""
+
+    CONFLICTING_PAYLOAD = "conflicting_payload"
+    LEASE_MISSING = "lease_missing"
+    LEASE_EXPIRED = "lease_expired"
+    LEASE_REVOKED = "lease_revoked"
+    NOT_ALLOWED = "not_allowed"
+    PREMISE_CHANGED = "premise_changed"
+    APPROVAL_MISSING = "approval_missing"
+    APPROVAL_EXPIRED = "approval_expired"
+    APPROVAL_REVOKED = "approval_revoked"
+    APPROVAL_STALE = "approval_stale"
+    CAP_EXCEEDED = "cap_exceeded"
+    TARGET_REJECTED = "target_rejected"
+    NO_DEDUPE_NO_LOOKUP = "no_dedupe_no_lookup"
+    DEDUPE_WINDOW_PASSED = "dedupe_window_passed"
+    CLAIM_LIVE = "claim_live"
+    READ_FAILED = "read_failed"
+    TARGET_UNAVAILABLE = "target_unavailable"
+    TARGET_UNROUTABLE = "target_unroutable"
+
+
+class Executed(_Spelled):
+    """Whether the effect happened at the target, as far as the gate knows."""
+
+    YES = "yes"
+    NO = "no"
+    UNKNOWN = "unknown"
+
+
 @dataclass(frozen=True)
 class PremiseChange:
     """A premise that no longer holds: its recorded value (or bound) and the value now."""
@@ -152,15 +232,16 @@ class PremiseChange:
 class Outcome:
     """What the gate decided for one effect. REFUSED and AMBIGUOUS are outcomes, not errors.
 
-    ``status`` is spelled as in the journal (``COMMITTED``, ``REFUSED``, ``AMBIGUOUS``,
-    ``CONFIRMED``; ``DISPATCHED`` while the effect is still open), ``reason`` as its JSON
-    code (``conflicting_payload``, ``claim_live``, ...), ``executed`` is ``yes``, ``no`` or
-    ``unknown``. ``result`` is the target's result, parsed from JSON."""
+    ``status`` is a :class:`State` (``COMMITTED``, ``REFUSED``, ``AMBIGUOUS``,
+    ``CONFIRMED``; ``DISPATCHED`` while the effect is still open), ``reason`` a
+    :class:`Reason` (``conflicting_payload``, ``claim_live``, ...), ``executed`` an
+    :class:`Executed` (``yes``, ``no`` or ``unknown``); each equals its journal spelling as a
+    string. ``result`` is the target's result, parsed from JSON."""
 
     effect_id: str
-    status: str
-    reason: Optional[str]
-    executed: str
+    status: State
+    reason: Optional[Reason]
+    executed: Executed
     result: Any
     changed: Tuple[PremiseChange, ...]
     return_to: Optional[str]
@@ -168,16 +249,24 @@ class Outcome:
     retry_after_ms: Optional[int]
 
     @property
-    def state(self) -> str:
+    def state(self) -> State:
         return self.status
 
     @property
     def final(self) -> bool:
-        return self.status in ("COMMITTED", "REFUSED", "AMBIGUOUS", "CONFIRMED")
+        return self.status.final
 
     def __str__(self) -> str:
         extra = f" ({self.reason})" if self.reason else ""
         return f"{self.status}{extra} {self.effect_id}"
+
+    def receipt(self, key: Optional[bytes] = None) -> Receipt:
+        """The effect's receipt, from the :class:`interlock.Interlock` this outcome came from
+        (HMAC-SHA256-signed when ``key`` is given)."""
+        gate = getattr(self, "_interlock", None)
+        if gate is None:
+            raise InterlockError("this outcome did not come from an Interlock; use gate.receipt(effect_id)")
+        return gate.receipt(self.effect_id, key)
 
 
 def _json_or_none(text: Optional[str]) -> Any:
@@ -188,9 +277,9 @@ def to_outcome(rec: Any) -> Outcome:
     reason = _f(rec, "reason")
     return Outcome(
         effect_id=_f(rec, "effect-id"),
-        status=_f(rec, "state").upper(),
-        reason=reason.replace("-", "_") if reason else None,
-        executed=_f(rec, "executed"),
+        status=State(_f(rec, "state").upper()),
+        reason=Reason(reason.replace("-", "_")) if reason else None,
+        executed=Executed(_f(rec, "executed")),
         result=_json_or_none(_f(rec, "result")),
         changed=tuple(
             PremiseChange(c.name, json.loads(c.was), json.loads(c.now)) for c in _f(rec, "changed")
@@ -305,6 +394,42 @@ def to_request(kind: str, rec: Any) -> Request:
 # ---------------------------------------------------------------- the host
 
 
+class Clock(Protocol):
+    """The time the gate sees: :class:`interlock.SystemClock` or :class:`interlock.FakeClock`."""
+
+    def now_ms(self) -> int: ...
+
+    def sleep(self, ms: int) -> None: ...
+
+    def asleep(self, ms: int) -> Awaitable[None]: ...
+
+
+#: What a target answers a step with: a WIT ``reply`` (see :func:`captured` and the rest),
+#: or an awaitable of one (async targets, driven by the ``a``-methods).
+Reply = Union[Variant, Awaitable[Variant]]
+
+
+class Targets(Protocol):
+    """Performs the steps the gate asks for (one method per step kind). It may also have
+    ``routes()``: the target names it reaches (see :meth:`GateHost.route`)."""
+
+    def capture(self, req: Request) -> Reply: ...
+
+    def authorize(self, req: Request) -> Reply: ...
+
+    def apply(self, req: Request) -> Reply: ...
+
+    def query(self, req: Request) -> Reply: ...
+
+
+class _Datetime(Record):
+    """A WIT ``wasi:clocks/wall-clock.datetime``."""
+
+    def __init__(self, seconds: int, nanoseconds: int):
+        self.seconds = seconds
+        self.nanoseconds = nanoseconds
+
+
 class JournalRef:
     """One journal shared by several gate instances in a process (racing workers, a
     restarted worker), which can be closed and reopened under them."""
@@ -362,7 +487,7 @@ class GateHost:
     I/O happens between calls, without the lock, so operations of several threads
     interleave step by step, and a target function may call the gate itself."""
 
-    def __init__(self, journal: JournalRef, clock, wasm: Optional[Path] = None,
+    def __init__(self, journal: JournalRef, clock: Clock, wasm: Optional[Path] = None,
                  lock: Optional[threading.RLock] = None):
         self.journal = journal
         self.clock = clock
@@ -412,18 +537,12 @@ class GateHost:
 
     # -- imports: wasi:clocks/wall-clock
 
-    def _now(self, _store) -> Record:
+    def _now(self, _store: Store) -> Record:
         ms = self.clock.now_ms()
-        r = Record()
-        r.seconds = ms // 1000
-        r.nanoseconds = (ms % 1000) * 1_000_000
-        return r
+        return _Datetime(ms // 1000, (ms % 1000) * 1_000_000)
 
-    def _resolution(self, _store) -> Record:
-        r = Record()  # the gate only ever reads milliseconds
-        r.seconds = 0
-        r.nanoseconds = 1_000_000
-        return r
+    def _resolution(self, _store: Store) -> Record:
+        return _Datetime(0, 1_000_000)  # the gate only ever reads milliseconds
 
     # -- imports: interlock:gate/journal
 
@@ -436,22 +555,23 @@ class GateHost:
         except (JournalFileError, OSError) as e:
             return _journal_error(e)
 
-    def _append(self, _s, stream, expected, entries, durable, is_open):
+    def _append(self, _s: Store, stream: str, expected: int, entries: List[str], durable: bool,
+                is_open: bool) -> Any:
         return self._with_journal(lambda j: j.append(stream, expected, entries, durable, is_open))
 
-    def _read(self, _s, stream, start):
+    def _read(self, _s: Store, stream: str, start: int) -> Any:
         return self._with_journal(lambda j: j.read(stream, start))
 
-    def _length(self, _s, stream):
+    def _length(self, _s: Store, stream: str) -> Any:
         return self._with_journal(lambda j: j.length(stream))
 
-    def _open_streams(self, _s):
+    def _open_streams(self, _s: Store) -> Any:
         return self._with_journal(lambda j: j.open_streams())
 
-    def _streams(self, _s):
+    def _streams(self, _s: Store) -> Any:
         return self._with_journal(lambda j: j.streams())
 
-    def _sync(self, _s):
+    def _sync(self, _s: Store) -> Any:
         return self._with_journal(lambda j: j.sync())
 
     # -- calling the exports
@@ -500,7 +620,7 @@ class GateHost:
                 self._call("set-routes", names)
                 self._routes = names
 
-    def route(self, targets) -> None:
+    def route(self, targets: Targets) -> None:
         """Tells the gate the targets ``targets`` reaches (its ``routes()``), before an
         operation: a target defined since the last operation is routed from now on.
         Targets without ``routes()`` leave the routes as they are (every target, until
@@ -566,18 +686,17 @@ class GateHost:
                 self._maybe_crash(crash, IN_RECOVERY, req.effect_id)
             step = self.resume(step.op, reply)
 
-    def drive(self, first: Any, targets, recovering: bool = False,
+    def drive(self, first: Any, targets: Targets, recovering: bool = False,
               crash: Optional[str] = None) -> Outcome:
         gen = self._steps(first, recovering, crash)
         try:
             op, req = next(gen)
             while True:
-                reply = self._perform(op, req, targets)
-                op, req = gen.send(reply)
+                op, req = gen.send(self._reply(op, req, self._perform(op, req, targets)))
         except StopIteration as stop:
             return stop.value
 
-    async def adrive(self, first: Any, targets, recovering: bool = False,
+    async def adrive(self, first: Any, targets: Targets, recovering: bool = False,
                      crash: Optional[str] = None) -> Outcome:
         gen = self._steps(first, recovering, crash)
         try:
@@ -590,18 +709,33 @@ class GateHost:
                     except BaseException:
                         self._cancel_quietly(op)
                         raise
-                op, req = gen.send(reply)
+                op, req = gen.send(self._reply(op, req, reply))
         except StopIteration as stop:
             return stop.value
+
+    def _reply(self, op: int, req: Request, reply: object) -> Variant:
+        """``reply`` if it is one. Anything else (an awaitable on the sync path, None, ...)
+        is the target's bug, not the gate's: the operation is abandoned, unanswered, and this
+        instance stays usable (handed to the gate, it would trap it)."""
+        if isinstance(reply, Variant):
+            return reply
+        if inspect.iscoroutine(reply):
+            reply.close()
+        self._cancel_quietly(op)
+        hint = "; an async target is driven by asubmit/arecover" if inspect.isawaitable(reply) else ""
+        raise TypeError(
+            f"target {req.target!r} answered the {req.kind} step of effect {req.effect_id} with "
+            f"{type(reply).__name__}, not a reply{hint}"
+        )
 
     def _cancel_quietly(self, op: int) -> None:
         if not self.broken:
             try:
                 self.cancel(op)
-            except Exception:
+            except Exception:  # noqa: BLE001 - best effort: the operation is abandoned anyway
                 pass
 
-    def _perform(self, op: int, req: Request, targets) -> Any:
+    def _perform(self, op: int, req: Request, targets: Targets) -> Reply:
         try:
             return getattr(targets, req.kind)(req)
         except SimulatedCrash:
@@ -612,24 +746,24 @@ class GateHost:
             self._cancel_quietly(op)
             raise
 
-    def submit(self, proposal: str, targets, crash: Optional[str] = None) -> Outcome:
+    def submit(self, proposal: str, targets: Targets, crash: Optional[str] = None) -> Outcome:
         self.route(targets)
         return self.drive(self.submit_step(proposal), targets, crash=crash)
 
-    async def asubmit(self, proposal: str, targets, crash: Optional[str] = None) -> Outcome:
+    async def asubmit(self, proposal: str, targets: Targets, crash: Optional[str] = None) -> Outcome:
         self.route(targets)
         return await self.adrive(self.submit_step(proposal), targets, crash=crash)
 
     @staticmethod
     def _claim_live(o: Outcome) -> bool:
-        return o.status == "DISPATCHED" and o.reason == "claim_live"
+        return o.status is State.DISPATCHED and o.reason is Reason.CLAIM_LIVE
 
     @staticmethod
     def _wait_ms(wait: ClaimWait, o: Outcome) -> int:
         # The claim is live until strictly after its deadline.
         return wait.poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1
 
-    def recover(self, effect_id: str, targets, claim_wait: Any = True) -> Outcome:
+    def recover(self, effect_id: str, targets: Targets, claim_wait: Any = True) -> Outcome:
         """Recovers one effect by the gate's recovery table. While another worker's claim is
         live the gate says so (``claim_live``, ``retry_after_ms``); this waits exactly that
         long and asks again, as ``claim_wait`` allows (see :class:`ClaimWait`)."""
@@ -643,7 +777,7 @@ class GateHost:
             polls += 1
             self.clock.sleep(self._wait_ms(wait, o))
 
-    async def arecover(self, effect_id: str, targets, claim_wait: Any = True) -> Outcome:
+    async def arecover(self, effect_id: str, targets: Targets, claim_wait: Any = True) -> Outcome:
         wait = claim_wait_of(claim_wait)
         self.route(targets)
         polls = 0
@@ -654,7 +788,7 @@ class GateHost:
             polls += 1
             await self.clock.asleep(self._wait_ms(wait, o))
 
-    def recover_all(self, targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
+    def recover_all(self, targets: Targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
         """Recovers every open effect: ``[(effect_id, Outcome or exception)]``. One effect's
         gate error does not stop the others; a trap or a crash stops everything."""
         results: List[Tuple[str, Any]] = []
@@ -669,7 +803,7 @@ class GateHost:
                 results.append((effect_id, e))
         return results
 
-    async def arecover_all(self, targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
+    async def arecover_all(self, targets: Targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
         results: List[Tuple[str, Any]] = []
         for effect_id in self.open_effects():
             try:

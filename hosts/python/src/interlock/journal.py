@@ -36,7 +36,9 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union, cast
+
+from .errors import InterlockError
 
 JOURNAL_FILE = "journal.jsonl"
 LOCK_FILE = "journal.lock"
@@ -45,9 +47,10 @@ DIR_MODE = 0o700
 FILE_MODE = 0o600
 
 
-class JournalFileError(Exception):
+class JournalFileError(InterlockError):
     """A journal file operation failed. ``case`` is the WIT ``journal-error`` case it maps
-    to when the gate sees it (``conflict``, ``io``, ``corrupt``, ``torn-tail``, ``other``)."""
+    to when the gate sees it (``conflict``, ``io``, ``corrupt``, ``torn-tail``, ``other``).
+    An :class:`interlock.InterlockError`, like every error this package raises on purpose."""
 
     case = "other"
 
@@ -217,13 +220,16 @@ def _lock(d: Path) -> int:
     return fd
 
 
-def _locked(method):
+_Method = TypeVar("_Method", bound=Callable[..., object])
+
+
+def _locked(method: _Method) -> _Method:
     @functools.wraps(method)
-    def locked(self, *args):
+    def locked(self: "FileJournal", *args: object) -> object:
         with self._mutex:
             return method(self, *args)
 
-    return locked
+    return cast(_Method, locked)  # the same signature: it only takes the lock
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -249,7 +255,7 @@ class FileJournal:
         self._poisoned: Optional[str] = None
 
     @classmethod
-    def open(cls, directory) -> "FileJournal":
+    def open(cls, directory: Union[str, "os.PathLike[str]"]) -> "FileJournal":
         """Opens (creating if needed) the journal in ``directory`` and takes its lock.
         Raises :class:`Locked`, :class:`TornTail` or :class:`Corrupt`."""
         d = Path(directory)
@@ -293,7 +299,7 @@ class FileJournal:
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001 - a finalizer must not raise; close() is best effort here
             pass
 
     def _file(self) -> int:
@@ -413,7 +419,7 @@ class FileJournal:
             )
 
     @staticmethod
-    def repair(directory) -> RepairReport:
+    def repair(directory: Union[str, "os.PathLike[str]"]) -> RepairReport:
         """Saves a torn tail to ``journal.torn-<offset>`` (never overwriting) and truncates
         the journal to its last complete line. Takes the lock (:class:`Locked` if held)."""
         d = Path(directory)

@@ -9,12 +9,14 @@ fate unknown (``unknown``). This is the Python twin of hosts/cli/src/targets.rs.
 from __future__ import annotations
 
 import json
-from typing import Callable, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from wasmtime.component import Variant
 
 from .errors import UnknownTarget
-from .gate import Request, applied, canonical_json, captured, failed, found, not_found, rejected, unknown
+from .gate import Clock, Request, applied, canonical_json, captured, failed, found, not_found, rejected, unknown
 from .gate import allowed as allowed_reply
-from .sim import Payments, ServiceError
+from .payments_sim import Payments, ServiceError
 
 PAYMENTS = "payments"
 
@@ -26,7 +28,7 @@ def _ours(req: Request) -> None:
         raise UnknownTarget(req.target, req.effect_id)
 
 
-def _effect(req: Request):
+def _effect(req: Request) -> Tuple[str, int]:
     _ours(req)
     try:
         v = json.loads(req.effect)
@@ -40,7 +42,7 @@ def _effect(req: Request):
     return order, amount
 
 
-def _refund_json(r) -> str:
+def _refund_json(r: Dict[str, Any]) -> str:
     return canonical_json({"refund_id": r["id"], "amount_cents": r["amount_cents"]})
 
 
@@ -48,17 +50,18 @@ class PaymentsTarget:
     """The simulated refund API as the target named ``payments``; its effect is
     ``{"order": "order_881", "amount_cents": 2000}``."""
 
-    def __init__(self, payments: Payments, clock, authorizer: Optional[Callable[[Request], bool]] = None):
+    def __init__(self, payments: Payments, clock: Clock, authorizer: Optional[Callable[[Request], bool]] = None):
         self.payments = payments
         self.clock = clock
-        # Without an authorizer the host check answers no: a proposal that asks for a host
-        # check must not pass because the host forgot to install one.
+        # Without an authorizer the host check cannot be made: the effect stays open
+        # (read_failed). It must not pass because the host forgot to install one, nor be
+        # closed, since its send may already have landed.
         self.authorizer = authorizer
 
-    def routes(self):
+    def routes(self) -> List[str]:
         return [PAYMENTS]
 
-    def capture(self, req: Request):
+    def capture(self, req: Request) -> Variant:
         try:
             order, _ = _effect(req)
         except ValueError as e:
@@ -75,11 +78,13 @@ class PaymentsTarget:
             asked[name] = everything[name]
         return captured(asked)
 
-    def authorize(self, req: Request):
+    def authorize(self, req: Request) -> Variant:
         _ours(req)
-        return allowed_reply(self.authorizer is not None and bool(self.authorizer(req)))
+        if self.authorizer is None:
+            return failed("this host has no authority check installed")
+        return allowed_reply(bool(self.authorizer(req)))
 
-    def apply(self, req: Request):
+    def apply(self, req: Request) -> Variant:
         try:
             order, amount = _effect(req)
         except ValueError as e:
@@ -95,7 +100,7 @@ class PaymentsTarget:
             return unknown(f"payments state i/o: {e}")
         return applied(_refund_json(r))
 
-    def query(self, req: Request):
+    def query(self, req: Request) -> Variant:
         try:
             _effect(req)
         except ValueError as e:

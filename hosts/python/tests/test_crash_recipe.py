@@ -1,4 +1,4 @@
-"""The seed's "crash test per effect" recipe, as written: submit with
+"""The original's "crash test per effect" recipe, as written: submit with
 crash_after_effect=True (SimulatedCrash), a new Interlock on the same directory, decorate
 the same function again, recover(), check the status, assert one effect at the target."""
 
@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from interlock import AMBIGUOUS, COMMITTED, Interlock, SimulatedCrash
-from interlock.sim import Payments
+from interlock.payments_sim import Payments
 
 ORDER = "order_881"
 
@@ -20,9 +20,10 @@ def service(tmp_path, tier):
 
 def decorate(gate, payments, tier):
     dedupes = tier.startswith("1")
-    lookup = None
-    if tier in ("2", "1+lookup"):
-        lookup = lambda order, amount, idempotency_key: payments.find_by_reference(idempotency_key)
+    def find(order, amount, idempotency_key):
+        return payments.find_by_reference(idempotency_key)
+
+    lookup = find if tier in ("2", "1+lookup") else None
 
     @gate.effect(
         key=lambda order, amount: f"refund:{order}",

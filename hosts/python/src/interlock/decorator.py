@@ -1,5 +1,5 @@
-"""The seed's decorator API, mapped onto the gate's proposal schema (ARCHITECTURE.md,
-"Proposal"):
+"""The decorator API of the original (the Python library Interlock was first written as),
+mapped onto the gate's proposal schema (ARCHITECTURE.md, "Proposal"):
 
     gate = Interlock(".interlock")
 
@@ -28,7 +28,9 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union, cast, overload
+
+from wasmtime.component import Variant
 
 from .clock import SystemClock
 from .errors import InterlockError, InvalidField, Rejected, SimulatedCrash, UnknownTarget, UnsupportedJournal
@@ -36,12 +38,14 @@ from .gate import (
     AFTER_COMMIT,
     AFTER_INTENT,
     ClaimWait,
+    Clock,
     GateHost,
     JournalRef,
     Outcome,
+    Reply,
     Request,
+    State,
     VerifyReport,
-    allowed as allowed_reply,
     applied,
     canonical_json,
     captured,
@@ -52,11 +56,19 @@ from .gate import (
     rejected,
     unknown,
 )
+from .gate import allowed as allowed_reply
 from .journal import FileJournal
 
 #: The standing lease's life when the API grants it for you (see ``Interlock``).
 STANDING_LEASE_MS = 10 * 365 * 24 * 3_600_000
 IDEMPOTENCY_KEY = "idempotency_key"
+
+#: A setting given as is, or computed from the call's arguments.
+Computed = Union[Any, Callable[..., Any]]
+#: A proposal: the gate's JSON text, or the dict it is made from.
+Proposal = Union[str, Dict[str, Any]]
+#: One of the functions an effect is defined with (``key``, ``premises``, ...), if given.
+Fn = Optional[Callable[..., Any]]
 
 
 class Receipt(dict):
@@ -129,7 +141,7 @@ def _then(value: Any, f: Callable[[Any], Any], on_error: Callable[[BaseException
     """``f(value)``, or a coroutine doing it after awaiting ``value``."""
     if inspect.isawaitable(value):
 
-        async def later():
+        async def later() -> Any:
             try:
                 v = await value
             except Exception as e:  # noqa: BLE001 - turned into a reply
@@ -140,7 +152,7 @@ def _then(value: Any, f: Callable[[Any], Any], on_error: Callable[[BaseException
     return f(value)
 
 
-def _call(fn: Callable, args: Sequence[Any], on_error: Callable[[BaseException], Any]) -> Any:
+def _call(fn: Callable[..., Any], args: Sequence[Any], on_error: Callable[[BaseException], Any]) -> Any:
     try:
         return fn(*args)
     except Exception as e:  # noqa: BLE001 - turned into a reply
@@ -150,9 +162,12 @@ def _call(fn: Callable, args: Sequence[Any], on_error: Callable[[BaseException],
 class Effect:
     """One decorated function: its target and how its steps are performed."""
 
-    def __init__(self, gate: "Interlock", fn: Callable, *, name: Optional[str], key, premises,
-                 allowed, lookup, dedupes: bool, dedupe_window_ms: int, timeout_ms: int,
-                 agent: Optional[str], lease, bounds, cap, rejects: Tuple[type, ...]):
+    def __init__(self, gate: "Interlock", fn: Callable[..., Any], *, name: Optional[str],
+                 key: Optional[Callable[..., Any]], premises: Optional[Callable[..., Any]],
+                 allowed: Optional[Callable[..., Any]], lookup: Optional[Callable[..., Any]],
+                 dedupes: bool, dedupe_window_ms: int, timeout_ms: int, agent: Optional[str],
+                 lease: Computed, bounds: Computed, cap: Computed,
+                 rejects: Tuple[type, ...]):
         self.fn = fn
         self.name = name or fn.__name__
         sig = inspect.signature(fn)
@@ -171,7 +186,7 @@ class Effect:
 
     # -- from a call to the effect JSON and back
 
-    def values_of_call(self, args, kwargs) -> List[Any]:
+    def values_of_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
         if IDEMPOTENCY_KEY in kwargs:
             raise TypeError(f"{self.name}: the gate supplies {IDEMPOTENCY_KEY}; do not pass it")
         params = [p for n, p in self._sig.parameters.items() if n != IDEMPOTENCY_KEY]
@@ -188,7 +203,7 @@ class Effect:
 
     # -- the steps (the router calls these)
 
-    def capture(self, req: Request):
+    def capture(self, req: Request) -> Reply:
         if self.premises is None:
             return captured({})
         try:
@@ -196,7 +211,7 @@ class Effect:
         except ValueError as e:
             return failed(str(e))
 
-        def pick(all_premises: Any):
+        def pick(all_premises: Any) -> Variant:
             if not isinstance(all_premises, dict):
                 return failed(f"premises of {self.name} must return a dict, got {type(all_premises).__name__}")
             missing = [n for n in req.names if n not in all_premises]
@@ -207,13 +222,13 @@ class Effect:
             except (TypeError, ValueError) as e:
                 return failed(f"premises of {self.name} are not JSON: {e}")
 
-        def err(e: BaseException):
+        def err(e: BaseException) -> Variant:
             return failed(f"{type(e).__name__}: {e}")
 
         r = _call(self.premises, values + [req.effect_id], err)
         return r if _is_reply(r) else _then(r, pick, err)
 
-    def authorize(self, req: Request):
+    def authorize(self, req: Request) -> Reply:
         if self.allowed is None:
             return allowed_reply(False)  # asked for a check nobody installed: no
         try:
@@ -223,19 +238,19 @@ class Effect:
 
         # A check that could not be made (it raised) is not a "no": the gate leaves the
         # effect open (read_failed) instead of refusing it on a hiccup.
-        def err(e: BaseException):
+        def err(e: BaseException) -> Variant:
             return failed(f"{type(e).__name__}: {e}")
 
         r = _call(self.allowed, values, err)
         return r if _is_reply(r) else _then(r, allowed_reply, err)
 
-    def apply(self, req: Request):
+    def apply(self, req: Request) -> Reply:
         try:
             values = self.values_of_request(req)
         except ValueError as e:
             return rejected(str(e))  # nothing was called: definitive
 
-        def err(e: BaseException):
+        def err(e: BaseException) -> Variant:
             if isinstance(e, self.rejects):
                 return rejected(f"{type(e).__name__}: {e}")
             return unknown(f"{type(e).__name__}: {e}")
@@ -247,7 +262,7 @@ class Effect:
             return err(e)
         return _then(r, lambda v: applied(_to_json(v)), err)
 
-    def query(self, req: Request):
+    def query(self, req: Request) -> Reply:
         if self.lookup is None:
             return failed(f"{self.name} has no lookup")
         try:
@@ -255,12 +270,12 @@ class Effect:
         except ValueError as e:
             return failed(str(e))
 
-        def answer(v: Any):
+        def answer(v: Any) -> Variant:
             if v is None or v is False:
                 return not_found()
             return found(_to_json(v))
 
-        def err(e: BaseException):
+        def err(e: BaseException) -> Variant:
             return failed(f"{type(e).__name__}: {e}")
 
         r = _call(self.lookup, values + [req.effect_id], err)
@@ -296,8 +311,6 @@ class Effect:
 
 
 def _is_reply(r: Any) -> bool:
-    from wasmtime.component import Variant
-
     return isinstance(r, Variant)
 
 
@@ -312,7 +325,7 @@ class _Router:
         # The gate asks for these targets only; any other effect stays open, untouched.
         return list(self.gate._effects)
 
-    def _route(self, req: Request):
+    def _route(self, req: Request) -> Reply:
         spec = self.gate._effects.get(req.target)
         if spec is None:
             # Unreachable with routes declared; never answer for a target we cannot reach.
@@ -324,7 +337,7 @@ class _Router:
             )
         r = getattr(spec, req.kind)(req)
         if self.sync and inspect.isawaitable(r):
-            if hasattr(r, "close"):
+            if inspect.iscoroutine(r):
                 r.close()
             raise TypeError(
                 f"{req.target} is async (its function, premises, allowed or lookup returned "
@@ -344,18 +357,34 @@ class EffectGate:
         self._interlock = gate
         self.effect = effect
 
-    def submit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
+    def submit(self, proposal: Proposal, *, crash_after_effect: bool = False,
+               crash_before_effect: bool = False) -> Outcome:
         return self._interlock.submit(
             proposal, crash_after_effect=crash_after_effect, crash_before_effect=crash_before_effect
         )
 
-    async def asubmit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
+    async def asubmit(self, proposal: Proposal, *, crash_after_effect: bool = False,
+                      crash_before_effect: bool = False) -> Outcome:
         return await self._interlock.asubmit(
             proposal, crash_after_effect=crash_after_effect, crash_before_effect=crash_before_effect
         )
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._interlock, name)
+
+
+class Gated(Protocol):
+    """What ``@gate.effect`` makes of a function. Calling it gates one call: an
+    :class:`Outcome` (awaitable when the effect is async). ``proposal(*args)`` /
+    ``aproposal(*args)``: the proposal such a call submits; ``gate``: its
+    :class:`EffectGate`; ``effect``: its :class:`Effect`."""
+
+    proposal: Callable[..., Dict[str, Any]]
+    aproposal: Callable[..., Awaitable[Dict[str, Any]]]
+    gate: EffectGate
+    effect: Effect
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
 class Interlock:
@@ -374,8 +403,9 @@ class Interlock:
     One Interlock may be shared by threads: calls into the gate take turns (one lock),
     while effect functions, premises, checks and lookups run concurrently between them."""
 
-    def __init__(self, path: Union[str, Path] = ".interlock", *, agent: str = "agent", clock=None,
-                 claim_wait: Union[bool, ClaimWait] = True, wasm: Optional[Path] = None):
+    def __init__(self, path: Union[str, "os.PathLike[str]"] = ".interlock", *, agent: str = "agent",
+                 clock: Optional[Clock] = None, claim_wait: Union[bool, ClaimWait] = True,
+                 wasm: Optional[Path] = None):
         if isinstance(path, (str, bytes)):
             url = _URL.match(os.fsdecode(path))
             if url:
@@ -383,7 +413,7 @@ class Interlock:
         self.claim_wait = claim_wait_of(claim_wait)
         self.path = Path(path)
         self.agent = agent
-        self.clock = clock or SystemClock()
+        self.clock: Clock = clock or SystemClock()
         self._wasm = wasm
         # Serializes every gate call, and what must change together with one (the gate
         # instance, the standing lease's check and grant). Reentrant: one leads to another.
@@ -405,7 +435,7 @@ class Interlock:
     def __enter__(self) -> "Interlock":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _die(self, why: str) -> None:
@@ -425,12 +455,25 @@ class Interlock:
 
     # -- the decorator
 
-    def effect(self, fn: Optional[Callable] = None, *, key: Optional[Callable] = None,
-               premises: Optional[Callable] = None, allowed: Optional[Callable] = None,
-               lookup: Optional[Callable] = None, dedupes: bool = False,
-               dedupe_window_ms: int = 86_400_000, timeout_ms: int = 30_000,
-               name: Optional[str] = None, agent: Optional[str] = None, lease=None,
-               bounds=None, cap=None, rejects: Sequence[type] = ()):
+    @overload
+    def effect(self, fn: Callable[..., Any], *, key: Fn = None, premises: Fn = None, allowed: Fn = None,
+               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: int = 86_400_000,
+               timeout_ms: int = 30_000, name: Optional[str] = None, agent: Optional[str] = None,
+               lease: Computed = None, bounds: Computed = None, cap: Computed = None,
+               rejects: Sequence[type] = ()) -> "Gated": ...
+
+    @overload
+    def effect(self, fn: None = None, *, key: Fn = None, premises: Fn = None, allowed: Fn = None,
+               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: int = 86_400_000,
+               timeout_ms: int = 30_000, name: Optional[str] = None, agent: Optional[str] = None,
+               lease: Computed = None, bounds: Computed = None, cap: Computed = None,
+               rejects: Sequence[type] = ()) -> Callable[[Callable[..., Any]], "Gated"]: ...
+
+    def effect(self, fn: Fn = None, *, key: Fn = None, premises: Fn = None, allowed: Fn = None,
+               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: int = 86_400_000,
+               timeout_ms: int = 30_000, name: Optional[str] = None, agent: Optional[str] = None,
+               lease: Computed = None, bounds: Computed = None, cap: Computed = None,
+               rejects: Sequence[type] = ()) -> Union["Gated", Callable[[Callable[..., Any]], "Gated"]]:
         """Gates a function with external effects (see the module documentation).
 
         ``key(*args)``: the effect key, from the approved request, never model output.
@@ -445,7 +488,7 @@ class Interlock:
         ``rejects``: exception types that mean "refused, nothing applied" (besides
         :class:`interlock.Rejected`); any other exception leaves the send's fate unknown."""
 
-        def wrap(f: Callable):
+        def wrap(f: Callable[..., Any]) -> Gated:
             spec = Effect(self, f, name=name, key=key, premises=premises, allowed=allowed,
                           lookup=lookup, dedupes=dedupes, dedupe_window_ms=dedupe_window_ms,
                           timeout_ms=timeout_ms, agent=agent, lease=lease, bounds=bounds,
@@ -453,16 +496,7 @@ class Interlock:
             self._effects[spec.name] = spec  # routed from the next operation on
             effect_gate = EffectGate(self, spec)
 
-            if spec.is_async:
-                @functools.wraps(f)
-                async def gated(*args, **kwargs):
-                    return await effect_gate.asubmit(await aproposal(*args, **kwargs))
-            else:
-                @functools.wraps(f)
-                def gated(*args, **kwargs):
-                    return effect_gate.submit(proposal(*args, **kwargs))
-
-            def base(args, kwargs) -> Tuple[List[Any], Dict[str, Any], str]:
+            def base(args: Sequence[Any], kwargs: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any], str]:
                 values = spec.values_of_call(args, kwargs)
                 p = spec.proposal_base(values)
                 # The id does not depend on bounds, and bounds without the premises they
@@ -470,28 +504,42 @@ class Interlock:
                 effect_id = self.effect_id_of({k: v for k, v in p.items() if k != "bounds"})
                 return values, p, effect_id
 
-            def proposal(*args, **kwargs) -> Dict[str, Any]:
+            def proposal(*args: Any, **kwargs: Any) -> Dict[str, Any]:
                 values, p, effect_id = base(args, kwargs)
                 if premises is not None:
                     read = premises(*values, effect_id)
                     if inspect.isawaitable(read):
-                        read.close()
+                        if inspect.iscoroutine(read):
+                            read.close()
                         raise TypeError(f"premises of {spec.name} is async: use `await {spec.name}.aproposal(...)`")
                     p["premises"] = read
                 return p
 
-            async def aproposal(*args, **kwargs) -> Dict[str, Any]:
+            async def aproposal(*args: Any, **kwargs: Any) -> Dict[str, Any]:
                 values, p, effect_id = base(args, kwargs)
                 if premises is not None:
                     read = premises(*values, effect_id)
                     p["premises"] = await read if inspect.isawaitable(read) else read
                 return p
 
+            run: Callable[..., Any]
+            if spec.is_async:
+                @functools.wraps(f)
+                async def run_async(*args: Any, **kwargs: Any) -> Outcome:
+                    return await effect_gate.asubmit(await aproposal(*args, **kwargs))
+
+                run = run_async
+            else:
+                @functools.wraps(f)
+                def run_sync(*args: Any, **kwargs: Any) -> Outcome:
+                    return effect_gate.submit(proposal(*args, **kwargs))
+
+                run = run_sync
+            gated = cast(Gated, run)
             gated.proposal = proposal
             gated.aproposal = aproposal
             gated.gate = effect_gate
             gated.effect = spec
-            gated.__wrapped__ = f
             return gated
 
         return wrap(fn) if fn is not None else wrap
@@ -499,14 +547,14 @@ class Interlock:
     # -- gate calls
 
     @staticmethod
-    def _text(proposal: Union[str, Dict[str, Any]]) -> str:
+    def _text(proposal: Proposal) -> str:
         return proposal if isinstance(proposal, str) else _json_text(proposal)
 
-    def effect_id_of(self, proposal) -> str:
+    def effect_id_of(self, proposal: Proposal) -> str:
         """The effect id a proposal gets (the gate computes it; nothing is recorded)."""
         return self.host().effect_id_of(self._text(proposal))
 
-    def _prepare(self, proposal) -> Tuple[GateHost, str]:
+    def _prepare(self, proposal: Proposal) -> Tuple[GateHost, str]:
         """The proposal's text, checked, and the standing lease granted if it needs it:
         a proposal that fails records nothing, the lease's grant included."""
         text = self._text(proposal)
@@ -517,7 +565,8 @@ class Interlock:
                 self.standing_lease()
         return host, text
 
-    def submit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
+    def submit(self, proposal: Proposal, *, crash_after_effect: bool = False,
+               crash_before_effect: bool = False) -> Outcome:
         """Gates a proposal through to its outcome. ``crash_after_effect``: the effect runs,
         then this process "dies" before the reply reaches the gate: :class:`SimulatedCrash`
         is raised and this Interlock is dead (its journal lock released), as after a kill.
@@ -531,7 +580,8 @@ class Interlock:
             raise
         return self._attach(o)
 
-    async def asubmit(self, proposal, *, crash_after_effect: bool = False, crash_before_effect: bool = False) -> Outcome:
+    async def asubmit(self, proposal: Proposal, *, crash_after_effect: bool = False,
+                      crash_before_effect: bool = False) -> Outcome:
         """:meth:`submit` for ``async def`` effects (and async premises/allowed/lookup)."""
         host, text = self._prepare(proposal)
         try:
@@ -563,8 +613,9 @@ class Interlock:
         results = await self.host().arecover_all(_Router(self, sync=False), wait)
         return self._report(results)
 
-    def _report(self, results) -> RecoveryReport:
-        outcomes, errors = [], {}
+    def _report(self, results: Sequence[Tuple[str, Any]]) -> RecoveryReport:
+        outcomes: List[Outcome] = []
+        errors: Dict[str, Exception] = {}
         for effect_id, r in results:
             if isinstance(r, Outcome):
                 outcomes.append(self._attach(r))
@@ -575,9 +626,9 @@ class Interlock:
     def open_effects(self) -> List[str]:
         return self.host().open_effects()
 
-    def status(self, effect_id: str) -> str:
-        """The effect's last state as the journal spells it."""
-        return self.receipt(effect_id)["final"]
+    def status(self, effect_id: str) -> State:
+        """The effect's last state (a :class:`State`: it equals the journal's spelling)."""
+        return State(self.receipt(effect_id)["final"])
 
     def receipt(self, effect_id: str, key: Optional[bytes] = None) -> Receipt:
         """The effect's receipt; HMAC-SHA256-signed when ``key`` is given."""
@@ -660,13 +711,3 @@ def _lease_of(text: str) -> Any:
 
 def _crash_point(after: bool, before: bool) -> Optional[str]:
     return AFTER_INTENT if before else AFTER_COMMIT if after else None
-
-
-def _outcome_receipt(self: Outcome, key: Optional[bytes] = None) -> Receipt:
-    gate = getattr(self, "_interlock", None)
-    if gate is None:
-        raise InterlockError("this outcome did not come from an Interlock; use gate.receipt(effect_id)")
-    return gate.receipt(self.effect_id, key)
-
-
-Outcome.receipt = _outcome_receipt  # type: ignore[attr-defined]
