@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up a fresh machine, build the gate component and the CLI host, and run the seed's
+# Set up a fresh machine, build the gate component and the CLI host, and run the
 # demo: one $20 refund, one real crash mid-send, recovery from the journal, one receipt.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -18,8 +18,8 @@ use sha2::Sha256;
 pub const T0_MS: u64 = 1_800_000_000_000;
 pub const LEASE: &str = "case-4471";
 
-/// The seed case's proposal at a tier: the effect the seed journals hold.
-pub fn seed_proposal(dedupes: bool, lookup: bool) -> String {
+/// The support case's proposal at a tier: the effect the seed corpus journals hold.
+pub fn case_proposal(dedupes: bool, lookup: bool) -> String {
     json!({
         "agent": "refund-agent",
         "target": {"name": "payments", "dedupes": dedupes, "lookup": lookup,
@@ -88,7 +88,7 @@ fn drive(gate: &mut Gate, j: &mut dyn Journal, now_ms: u64, first: Step, replies
 }
 
 /// Lines of text as stored entries: each goes to the stream it names (as the file
-/// backend's index does), or to the seed effect's stream when it names none.
+/// backend's index does), or to the support case effect's stream when it names none.
 fn journal_of(text: &str, fallback_stream: &str) -> MemJournal {
     let mut j = MemJournal::new();
     for line in text.split('\n').filter(|l| !l.is_empty()) {
@@ -127,11 +127,11 @@ pub fn journal(data: &[u8]) {
     };
     let dedupes = data.len().is_multiple_of(2);
     let lookup = data.len().is_multiple_of(3);
-    let proposal = seed_proposal(dedupes, lookup);
+    let proposal = case_proposal(dedupes, lookup);
     let mut gate = Gate::new();
     let id = gate
         .effect_id_of(&proposal)
-        .expect("the seed proposal parses");
+        .expect("the case proposal parses");
     let mut j = journal_of(&text, &format!("effect:{id}"));
 
     let _ = gate.verify(&mut j, &[]);
@@ -245,7 +245,7 @@ const APPROVAL_FIELDS: &[&str] = &[
 ];
 
 fn proposal_template() -> Value {
-    let mut v: Value = serde_json::from_str(&seed_proposal(true, true)).expect("json");
+    let mut v: Value = serde_json::from_str(&case_proposal(true, true)).expect("json");
     v["bounds"] = json!({"refunded_by_others_cents": {"at_most": 1000}});
     v
 }
@@ -361,7 +361,7 @@ pub enum Call {
         evidence: Input,
     },
     Receipt(String),
-    /// A receipt of the seed effect with one field changed, signed with the key, so the
+    /// A receipt of the case effect with one field changed, signed with the key, so the
     /// checks behind the signature are reached.
     CheckReceipt {
         field: u8,
@@ -411,9 +411,9 @@ pub fn proposal(data: &[u8]) {
     let mut j = MemJournal::new();
     let mut now = T0_MS;
     gate.grant_lease(&mut j, now, LEASE, now + 3_600_000)
-        .expect("the seed lease");
-    let seed = seed_proposal(true, true);
-    let seed_id = gate.effect_id_of(&seed).expect("the seed proposal parses");
+        .expect("the case lease");
+    let case = case_proposal(true, true);
+    let case_id = gate.effect_id_of(&case).expect("the case proposal parses");
     let key = b"receipt-key";
     let mut ops: Vec<Step> = Vec::new();
     for _ in 0..24 {
@@ -460,24 +460,24 @@ pub fn proposal(data: &[u8]) {
                 }
             }
             Call::RecoverSeed => {
-                if let Ok(s) = gate.recover(&mut j, now, &seed_id) {
+                if let Ok(s) = gate.recover(&mut j, now, &case_id) {
                     ops.push(s);
                 }
             }
             Call::Confirm { effect, evidence } => {
                 let ev = evidence.text(premises_template, PREMISE_FIELDS);
                 let _ = gate.confirm(&mut j, now, &effect, &ev);
-                let _ = gate.confirm(&mut j, now, &seed_id, &ev);
+                let _ = gate.confirm(&mut j, now, &case_id, &ev);
             }
             Call::Receipt(id) => {
                 let _ = gate.receipt(&mut j, &id, Some(key));
             }
             Call::CheckReceipt { field, value, sign } => {
                 let base = gate
-                    .receipt(&mut j, &seed_id, None)
+                    .receipt(&mut j, &case_id, None)
                     .ok()
                     .and_then(|r| serde_json::from_str::<Value>(&r).ok())
-                    .unwrap_or_else(|| json!({"stream": format!("effect:{seed_id}")}));
+                    .unwrap_or_else(|| json!({"stream": format!("effect:{case_id}")}));
                 let f = RECEIPT_FIELDS[usize::from(field) % RECEIPT_FIELDS.len()];
                 let mut body = set_at(base, f, value.map(|v| v.0));
                 if sign {
