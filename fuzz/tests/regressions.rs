@@ -65,7 +65,7 @@ fn file_journal() {
 #[ignore]
 fn write_seeds() {
     use interlock_core::{Ask, Gate, MemJournal, Reply};
-    use interlock_fuzz::{seed_proposal, LEASE, T0_MS};
+    use interlock_fuzz::{case_proposal, LEASE, T0_MS};
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("seeds");
     let mut k = 0;
     for (dedupes, lookup) in [(true, false), (false, true), (false, false), (true, true)] {
@@ -75,7 +75,7 @@ fn write_seeds() {
             gate.grant_lease(&mut j, T0_MS, LEASE, T0_MS + 3_600_000)
                 .unwrap();
             let mut step = gate
-                .submit(&mut j, T0_MS, &seed_proposal(dedupes, lookup))
+                .submit(&mut j, T0_MS, &case_proposal(dedupes, lookup))
                 .unwrap();
             while !matches!(step.ask, Ask::Done(_)) {
                 let reply = match (&step.ask, ending) {
