@@ -7,7 +7,7 @@ use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
 use crate::canon::canonical;
-use crate::entry::Stream;
+use crate::entry::{Spelled, Stream};
 use crate::proposal::{Bound, Cap};
 use crate::types::{PremiseChange, Reason};
 
@@ -24,22 +24,58 @@ pub fn effect_stream(id: &str) -> String {
     format!("effect:{id}")
 }
 
+/// What an entry of a lease, approval or cap stream records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mark {
+    Granted,
+    /// A lease or an approval withdrawn.
+    Revoked,
+    Approved,
+    /// A share of a cap held for one effect's payload.
+    Reserved,
+    Released,
+}
+
+impl Mark {
+    const ALL: [Mark; 5] = [
+        Mark::Granted,
+        Mark::Revoked,
+        Mark::Approved,
+        Mark::Reserved,
+        Mark::Released,
+    ];
+
+    pub fn parse(s: &str) -> Option<Mark> {
+        Mark::ALL.into_iter().find(|m| m.spelling() == s)
+    }
+}
+
+impl Spelled for Mark {
+    fn spelling(self) -> &'static str {
+        match self {
+            Mark::Granted => "GRANTED",
+            Mark::Revoked => "REVOKED",
+            Mark::Approved => "APPROVED",
+            Mark::Reserved => "RESERVED",
+            Mark::Released => "RELEASED",
+        }
+    }
+}
+
 /// A lease is live when it was granted, not revoked since, and its expiry is in the future.
 pub fn check_lease(s: &Stream, now_ms: u64) -> Result<u64, Reason> {
     let last = s.last().ok_or(Reason::LeaseMissing)?;
-    match Stream::state_of(last) {
-        "REVOKED" => Err(Reason::LeaseRevoked),
-        _ => {
-            let until = last
-                .get("expires_at_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            if now_ms >= until {
-                Err(Reason::LeaseExpired)
-            } else {
-                Ok(until)
-            }
-        }
+    if Stream::mark_of(last) == Some(Mark::Revoked) {
+        return Err(Reason::LeaseRevoked);
+    }
+    let until = last
+        .get("expires_at_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(0);
+    if now_ms >= until {
+        Err(Reason::LeaseExpired)
+    } else {
+        Ok(until)
     }
 }
 
@@ -55,7 +91,10 @@ pub fn check_approval(s: &Stream, effect_id: &str, now_ms: u64) -> Result<Approv
     if first.get("effect_id").and_then(Value::as_str) != Some(effect_id) {
         return Err(Reason::ApprovalMissing);
     }
-    if s.entries.iter().any(|e| Stream::state_of(e) == "REVOKED") {
+    if s.entries
+        .iter()
+        .any(|e| Stream::mark_of(e) == Some(Mark::Revoked))
+    {
         return Err(Reason::ApprovalRevoked);
     }
     if let Some(until) = first.get("expires_at_ms").and_then(Value::as_u64) {
@@ -150,14 +189,14 @@ pub fn cap_shares(s: &Stream) -> BTreeMap<(String, String), u64> {
     for e in &s.entries {
         let field = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
         let key = (field("effect_id"), field("payload_hash"));
-        match Stream::state_of(e) {
-            "RESERVED" => {
+        match Stream::mark_of(e) {
+            Some(Mark::Reserved) => {
                 held.insert(
                     key,
                     e.get("amount_cents").and_then(Value::as_u64).unwrap_or(0),
                 );
             }
-            "RELEASED" => {
+            Some(Mark::Released) => {
                 held.remove(&key);
             }
             _ => {}

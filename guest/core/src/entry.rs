@@ -10,10 +10,11 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
+use crate::authority::Mark;
 use crate::canon::{canonical, sha256_hex};
 use crate::journal::{Journal, JournalError};
 use crate::receipt::{Problem, ProblemKind};
-use crate::types::GateError;
+use crate::types::{GateError, State};
 
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
@@ -23,6 +24,18 @@ pub struct Stream {
     pub name: String,
     pub entries: Vec<Map<String, Value>>,
     pub head: String,
+}
+
+/// What an entry's `state` field can hold: an effect's [`State`], or the [`Mark`] of a
+/// lease, approval or cap entry. Spelled out only where an entry is written.
+pub trait Spelled: Copy {
+    fn spelling(self) -> &'static str;
+}
+
+impl Spelled for State {
+    fn spelling(self) -> &'static str {
+        self.as_str()
+    }
 }
 
 pub fn hash_of(obj: &Map<String, Value>) -> String {
@@ -149,7 +162,20 @@ impl Stream {
         self.entries.last()
     }
 
-    pub fn state_of(e: &Map<String, Value>) -> &str {
+    /// The state an effect's entry records; None on another kind of stream (or for a
+    /// spelling this version does not know).
+    pub fn state_of(e: &Map<String, Value>) -> Option<State> {
+        State::parse(Stream::spelling_of(e))
+    }
+
+    /// What a lease, approval or cap entry records; None on an effect's stream (or for a
+    /// spelling this version does not know).
+    pub fn mark_of(e: &Map<String, Value>) -> Option<Mark> {
+        Mark::parse(Stream::spelling_of(e))
+    }
+
+    /// The `state` field as stored, for what repeats it verbatim (a receipt, an error).
+    pub fn spelling_of(e: &Map<String, Value>) -> &str {
         e.get("state").and_then(Value::as_str).unwrap_or("")
     }
 
@@ -158,11 +184,31 @@ impl Stream {
     pub fn append(
         &mut self,
         j: &mut dyn Journal,
-        batch: Vec<(&str, Map<String, Value>)>,
+        batch: Vec<(impl Spelled, Map<String, Value>)>,
         at_ms: u64,
         durable: bool,
         open: bool,
     ) -> Result<(), JournalError> {
+        // The copy in memory is a chain without gaps, or the batch would be sealed onto the
+        // wrong place: its last entry sits at position len - 1 and its hash is the head.
+        debug_assert_eq!(
+            self.last()
+                .and_then(|e| e.get("seq"))
+                .and_then(Value::as_u64)
+                .map_or(0, |seq| seq + 1),
+            self.len(),
+            "{}: the last entry is not at the end",
+            self.name
+        );
+        debug_assert_eq!(
+            self.last()
+                .and_then(|e| e.get("hash"))
+                .and_then(Value::as_str)
+                .unwrap_or(GENESIS),
+            self.head,
+            "{}: the head is not the last entry's hash",
+            self.name
+        );
         let mut head = self.head.clone();
         let mut sealed = Vec::with_capacity(batch.len());
         let mut texts = Vec::with_capacity(batch.len());
@@ -170,7 +216,7 @@ impl Stream {
             obj.insert("stream".into(), self.name.clone().into());
             obj.insert("seq".into(), (self.len() + i as u64).into());
             obj.insert("open".into(), open.into());
-            obj.insert("state".into(), state.into());
+            obj.insert("state".into(), state.spelling().into());
             obj.insert("at_ms".into(), at_ms.into());
             obj.insert("prev".into(), head.clone().into());
             let hash = hash_of(&obj);
@@ -209,8 +255,8 @@ mod tests {
         s.append(
             &mut j,
             alloc::vec![
-                ("PROPOSED", fields!("amount_cents" => 2000)),
-                ("AUTHORIZED", fields!())
+                (State::Proposed, fields!("amount_cents" => 2000)),
+                (State::Authorized, fields!())
             ],
             5,
             true,
@@ -219,7 +265,7 @@ mod tests {
         .unwrap();
         s.append(
             &mut j,
-            alloc::vec![("COMMITTED", fields!())],
+            alloc::vec![(State::Committed, fields!())],
             6,
             false,
             false,
@@ -258,7 +304,13 @@ mod tests {
         let (mut j, _) = three();
         let mut stale = Stream::empty("effect:x");
         let err = stale
-            .append(&mut j, alloc::vec![("PROPOSED", fields!())], 7, true, true)
+            .append(
+                &mut j,
+                alloc::vec![(State::Proposed, fields!())],
+                7,
+                true,
+                true,
+            )
             .unwrap_err();
         assert_eq!(err, JournalError::Conflict(3));
     }

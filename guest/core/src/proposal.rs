@@ -6,7 +6,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
-use crate::canon::{canonical, effect_id_for, sha256_hex};
+use crate::canon::{canonical, effect_id_for, is_effect_id, sha256_hex};
 use crate::types::GateError;
 
 /// Inputs above this size are refused before parsing.
@@ -147,6 +147,17 @@ pub fn check_name(s: &str, field: &str) -> Result<(), GateError> {
         return Err(field_err(
             field,
             format!("must be 1 to {MAX_NAME_BYTES} bytes with no control characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// An effect id given by the host (to recover, confirm, or take a receipt of an effect).
+pub fn check_effect_id(s: &str) -> Result<(), GateError> {
+    if !is_effect_id(s) {
+        return Err(field_err(
+            "/effect",
+            "an effect id is 32 lowercase hex digits",
         ));
     }
     Ok(())

@@ -12,7 +12,7 @@ use sha2::Sha256;
 use crate::canon::canonical;
 use crate::entry::Stream;
 use crate::journal::Journal;
-use crate::types::GateError;
+use crate::types::{GateError, State};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ProblemKind {
@@ -48,21 +48,27 @@ fn vget<'a>(v: &'a Value, k: &str) -> &'a Value {
 
 /// The receipt of one effect stream (schema: ARCHITECTURE.md, "Receipt").
 pub fn build(effect_id: &str, s: &Stream) -> Value {
-    let find = |state: &str| s.entries.iter().find(|e| Stream::state_of(e) == state);
-    let proposed = find("PROPOSED");
-    let last_final = s
-        .entries
-        .iter()
-        .rev()
-        .find(|e| matches!(Stream::state_of(e), "COMMITTED" | "REFUSED" | "AMBIGUOUS"));
+    let find = |state: State| {
+        s.entries
+            .iter()
+            .find(|e| Stream::state_of(e) == Some(state))
+    };
+    let proposed = find(State::Proposed);
+    let last_final = s.entries.iter().rev().find(|e| {
+        matches!(
+            Stream::state_of(e),
+            Some(State::Committed | State::Refused | State::Ambiguous)
+        )
+    });
     let sends = s
         .entries
         .iter()
-        .filter(|e| Stream::state_of(e) == "DISPATCHED")
+        .filter(|e| Stream::state_of(e) == Some(State::Dispatched))
         .count();
+    // As stored: a receipt repeats the journal, whatever it says.
     let final_state = s
         .last()
-        .map(|e| Stream::state_of(e).to_string())
+        .map(|e| Stream::spelling_of(e).to_string())
         .unwrap_or_default();
 
     let mut r = Map::new();
@@ -84,7 +90,7 @@ pub fn build(effect_id: &str, s: &Stream) -> Value {
     for e in s
         .entries
         .iter()
-        .filter(|e| Stream::state_of(e) == "AUTHORIZED")
+        .filter(|e| Stream::state_of(e) == Some(State::Authorized))
     {
         let mut o = Map::new();
         o.insert("at_ms".into(), get(e, "at_ms").clone());
@@ -92,11 +98,11 @@ pub fn build(effect_id: &str, s: &Stream) -> Value {
         authorized.push(Value::Object(o));
     }
     r.insert("authorized".into(), Value::Array(authorized));
-    let executed = match last_final.map(Stream::state_of) {
-        _ if find("CONFIRMED").is_some() => "yes".to_string(),
-        Some("COMMITTED") => "yes".to_string(),
-        Some(_) => last_final
-            .and_then(|e| e.get("executed"))
+    let executed = match last_final {
+        _ if find(State::Confirmed).is_some() => "yes".to_string(),
+        Some(f) if Stream::state_of(f) == Some(State::Committed) => "yes".to_string(),
+        Some(f) => f
+            .get("executed")
             .and_then(Value::as_str)
             .unwrap_or("unknown")
             .to_string(),
@@ -116,7 +122,7 @@ pub fn build(effect_id: &str, s: &Stream) -> Value {
             }
         }
     }
-    if let Some(c) = find("CONFIRMED") {
+    if let Some(c) = find(State::Confirmed) {
         r.insert("confirmed".into(), get(c, "evidence").clone());
     }
     let entries = s

@@ -1,6 +1,7 @@
 //! Long mode: `cargo run --release -p interlock-simulation -- --seeds 1000000`.
-//! Runs the seeds on every core, prints each failure with its trace, and writes the
-//! figures to results/simulation.md (or `--out PATH`).
+//! Runs the seeds on every core, prints each failure with its trace and fault rates, and
+//! writes the figures to results/simulation.md (or `--out PATH`). `--verbose` prints one
+//! line per seed: how it ended and the fault rates it ran under.
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,6 +35,7 @@ fn main() {
     let seeds: u64 = arg("--seeds").map_or(1_000_000, |s| s.parse().expect("--seeds N"));
     let from: u64 = arg("--from").map_or(1, |s| s.parse().expect("--from N"));
     let budget = arg("--max-seconds").map(|s| Duration::from_secs(s.parse().expect("secs")));
+    let verbose = args.iter().any(|a| a == "--verbose");
     let out = arg("--out").unwrap_or_else(|| {
         concat!(env!("CARGO_MANIFEST_DIR"), "/../../results/simulation.md").to_string()
     });
@@ -67,6 +69,9 @@ fn main() {
                 }
                 let mut t = totals.lock().expect("no panics hold the lock");
                 for r in local {
+                    if verbose {
+                        eprintln!("{}", r.summary());
+                    }
                     t.seeds += 1;
                     t.steps += r.steps;
                     for (k, v) in &r.events {

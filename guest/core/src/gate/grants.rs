@@ -1,0 +1,143 @@
+//! Authority as the operator records it: leases granted and revoked, approvals given and
+//! revoked. Each is durable before the call returns.
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use serde_json::{Map, Value};
+
+use super::streams::Plan;
+use super::Gate;
+use crate::authority::{approval_stream, lease_stream, Mark};
+use crate::canon::effect_id_for;
+use crate::fields;
+use crate::journal::{Journal, JournalError};
+use crate::proposal::{self, field_err, object, parse_input};
+use crate::types::GateError;
+
+impl Gate {
+    pub fn grant_lease(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        lease: &str,
+        expires_at_ms: u64,
+    ) -> Result<(), GateError> {
+        proposal::check_name(lease, "/lease")?;
+        self.append_authority(
+            j,
+            now_ms,
+            &lease_stream(lease),
+            Mark::Granted,
+            fields!("lease" => lease, "expires_at_ms" => expires_at_ms),
+        )
+    }
+
+    pub fn revoke_lease(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        lease: &str,
+    ) -> Result<(), GateError> {
+        proposal::check_name(lease, "/lease")?;
+        self.append_authority(
+            j,
+            now_ms,
+            &lease_stream(lease),
+            Mark::Revoked,
+            fields!("lease" => lease),
+        )
+    }
+
+    pub fn approve(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        approval: &str,
+    ) -> Result<(), GateError> {
+        let v = parse_input(approval, "")?;
+        let m = object(&v, "")?;
+        let id = proposal::name(m.get("approval"), "/approval")?;
+        let approver = proposal::name(m.get("approver"), "/approver")?;
+        let request = object(
+            m.get("request")
+                .ok_or_else(|| field_err("/request", "is required"))?,
+            "/request",
+        )?;
+        let effect = request
+            .get("effect")
+            .ok_or_else(|| field_err("/request/effect", "is required"))?;
+        object(effect, "/request/effect")?;
+        let effect_id = effect_id_for(request.get("key").filter(|k| !k.is_null()), effect);
+        let seen = match m.get("premises_seen") {
+            None => Value::Object(Map::new()),
+            Some(p) => Value::Object(object(p, "/premises_seen")?.clone()),
+        };
+        let mut f = fields!("approval" => id.clone(), "approver" => approver, "effect_id" => effect_id, "premises_seen" => seen);
+        if let Some(x) = proposal::opt_u64(m, "expires_at_ms", "/expires_at_ms")? {
+            f.insert("expires_at_ms".into(), x.into());
+        }
+        let name = approval_stream(&id);
+        let mut s = self.load(j, &name)?;
+        if let Some(first) = s.entries.first() {
+            // Approving the same thing twice is harmless; approving something else under an
+            // existing id would silently widen authority.
+            let same = ["approver", "effect_id", "premises_seen", "expires_at_ms"]
+                .iter()
+                .all(|k| first.get(*k) == f.get(*k));
+            return if same {
+                Ok(())
+            } else {
+                Err(field_err(
+                    "/approval",
+                    "this approval id already approves another request",
+                ))
+            };
+        }
+        match s.append(j, vec![(Mark::Approved, f)], now_ms, true, false) {
+            Ok(()) => Ok(()),
+            Err(JournalError::Conflict(_)) => Err(GateError::Contention(format!(
+                "approval {id} was recorded concurrently"
+            ))),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    pub fn revoke_approval(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        approval: &str,
+    ) -> Result<(), GateError> {
+        proposal::check_name(approval, "/approval")?;
+        let name = approval_stream(approval);
+        if j.length(&name)? == 0 {
+            return Err(field_err("/approval", "no such approval"));
+        }
+        self.append_authority(
+            j,
+            now_ms,
+            &name,
+            Mark::Revoked,
+            fields!("approval" => approval),
+        )
+    }
+
+    fn append_authority(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        name: &str,
+        mark: Mark,
+        f: Map<String, Value>,
+    ) -> Result<(), GateError> {
+        self.compare_and_append(
+            j,
+            name,
+            now_ms,
+            true,
+            |_, _, _| Ok(Plan::Append(vec![(mark, f.clone())], ())),
+            || format!("{name} kept changing"),
+        )?;
+        Ok(())
+    }
+}

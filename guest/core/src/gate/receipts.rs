@@ -1,0 +1,143 @@
+//! After the fact: an operator's confirmation, receipts, and verification of the journal.
+use alloc::format;
+use alloc::string::String;
+use alloc::vec;
+use alloc::vec::Vec;
+use serde_json::Value;
+
+use super::outcome::recorded_outcome;
+use super::Gate;
+use crate::authority::effect_stream;
+use crate::canon::canonical;
+use crate::entry::Stream;
+use crate::fields;
+use crate::journal::Journal;
+use crate::proposal::{self, check_effect_id, field_err, parse_json};
+use crate::receipt::{self, VerifyReport};
+use crate::types::{GateError, Outcome, State};
+
+impl Gate {
+    pub fn confirm(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        effect_id: &str,
+        evidence: &str,
+    ) -> Result<Outcome, GateError> {
+        let ev = parse_json(evidence)?;
+        check_effect_id(effect_id)?;
+        let mut s = self.load(j, &effect_stream(effect_id))?;
+        let last = s
+            .last()
+            .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
+        match Stream::state_of(last) {
+            Some(State::Confirmed) => return self.replay(j, effect_id, &s),
+            Some(State::Committed | State::Ambiguous) => {}
+            _ => {
+                return Err(field_err(
+                    "/effect",
+                    format!(
+                        "only a committed or ambiguous effect can be confirmed; this one is {}",
+                        Stream::spelling_of(last)
+                    ),
+                ))
+            }
+        }
+        s.append(
+            j,
+            vec![(
+                State::Confirmed,
+                fields!("evidence" => ev, "executed" => "yes"),
+            )],
+            now_ms,
+            true,
+            false,
+        )?;
+        Ok(recorded_outcome(effect_id, &s, false))
+    }
+
+    pub fn receipt(
+        &mut self,
+        j: &mut dyn Journal,
+        effect_id: &str,
+        key: Option<&[u8]>,
+    ) -> Result<String, GateError> {
+        check_effect_id(effect_id)?;
+        // A receipt pins what it shows: make it durable first, or a power loss could take
+        // a lazily written COMMITTED away from under it.
+        j.sync()?;
+        let s = Stream::load(j, &effect_stream(effect_id))?;
+        if s.entries.is_empty() {
+            return Err(GateError::UnknownEffect(effect_id.into()));
+        }
+        let r = receipt::build(effect_id, &s);
+        Ok(canonical(&match key {
+            Some(k) => receipt::sign(r, k),
+            None => r,
+        }))
+    }
+
+    pub fn check_receipt(
+        &mut self,
+        j: &mut dyn Journal,
+        receipt_text: &str,
+        key: &[u8],
+    ) -> Result<VerifyReport, GateError> {
+        let r = parse_json(receipt_text)?;
+        let stream = proposal::name(r.get("stream"), "/stream")?;
+        let mut report = receipt::verify_all(j, core::slice::from_ref(&r))?;
+        report.problems.retain(|p| p.stream == stream);
+        if !receipt::signature_holds(&r, key) {
+            report.problems.push(receipt::Problem {
+                stream: stream.clone(),
+                seq: 0,
+                kind: receipt::ProblemKind::HashMismatch,
+                detail: "the receipt's signature does not match its content".into(),
+            });
+        }
+        // The receipt must also say what the journal says.
+        let id = stream.strip_prefix("effect:").unwrap_or("");
+        if let Ok(s) = Stream::load(j, &stream) {
+            if !s.entries.is_empty() && report.problems.is_empty() {
+                let mut body = r.clone();
+                body.as_object_mut().map(|o| o.remove("signature"));
+                // A receipt pins 1..=len entries; anything else cannot match this journal.
+                let pinned = r
+                    .pointer("/head/length")
+                    .and_then(Value::as_u64)
+                    .filter(|l| (1..=s.len()).contains(l))
+                    .map(|l| Stream {
+                        entries: s.entries[..l as usize].to_vec(),
+                        head: s.entries[l as usize - 1]["hash"]
+                            .as_str()
+                            .unwrap_or("")
+                            .into(),
+                        ..s.clone()
+                    });
+                let matches =
+                    pinned.is_some_and(|p| canonical(&receipt::build(id, &p)) == canonical(&body));
+                if !matches {
+                    report.problems.push(receipt::Problem {
+                        stream,
+                        seq: 0,
+                        kind: receipt::ProblemKind::HashMismatch,
+                        detail: "the receipt does not match the journal it pins".into(),
+                    });
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    pub fn verify(
+        &mut self,
+        j: &mut dyn Journal,
+        anchors: &[String],
+    ) -> Result<VerifyReport, GateError> {
+        let parsed = anchors
+            .iter()
+            .map(|a| parse_json(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        receipt::verify_all(j, &parsed)
+    }
+}
