@@ -36,9 +36,11 @@ use serde::Deserialize;
 
 mod checkpoint;
 mod commit;
+mod gate_journal;
 mod shared;
 
 pub use checkpoint::INDEX_FILE;
+pub use gate_journal::journal_error;
 pub use shared::SharedFileJournal;
 
 use checkpoint::{Base, MemStream};

@@ -124,8 +124,12 @@ pub fn overhead(cfg: &Config) -> Result<Vec<Figure>> {
     let mut native_j = MemJournal::new();
     gate.grant_lease(&mut native_j, T0_MS, LEASE, LEASE_UNTIL_MS)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut host = GateHost::new(&cfg.runtime, Box::new(CoreMem::new()), Clock::fake(T0_MS))
-        .map_err(gate_err)?;
+    let mut host = GateHost::new(
+        &cfg.runtime,
+        Box::new(MemJournal::new()),
+        Clock::fake(T0_MS),
+    )
+    .map_err(gate_err)?;
     host.grant_lease(LEASE, LEASE_UNTIL_MS).map_err(gate_err)?;
 
     let mut next = 0u64;
@@ -309,8 +313,13 @@ pub fn cold_start(cfg: &Config) -> Result<Vec<Figure>> {
     }
     let mut insts = Vec::new();
     for _ in 0..n_inst {
-        let (h, t) =
-            time(|| GateHost::new(&cfg.runtime, Box::new(CoreMem::new()), Clock::fake(T0_MS)));
+        let (h, t) = time(|| {
+            GateHost::new(
+                &cfg.runtime,
+                Box::new(MemJournal::new()),
+                Clock::fake(T0_MS),
+            )
+        });
         h.map_err(gate_err)?;
         insts.push(t);
     }
@@ -676,9 +685,12 @@ pub fn profile_loop(cfg: &Config, side: &str, secs: u64) -> Result<()> {
             }
         }
         "wasm" => {
-            let mut host =
-                GateHost::new(&cfg.runtime, Box::new(CoreMem::new()), Clock::fake(T0_MS))
-                    .map_err(gate_err)?;
+            let mut host = GateHost::new(
+                &cfg.runtime,
+                Box::new(MemJournal::new()),
+                Clock::fake(T0_MS),
+            )
+            .map_err(gate_err)?;
             host.grant_lease(LEASE, LEASE_UNTIL_MS).map_err(gate_err)?;
             while Instant::now() < until {
                 host.submit(&proposal(n), &mut NullTarget)

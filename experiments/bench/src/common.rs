@@ -1,14 +1,10 @@
 //! What every benchmark shares: the proposal, a target that costs nothing, the in-memory
 //! journal both paths use, the native driver of the core, and timing helpers.
 
-use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use interlock_cli::journal::JournalStore;
-use interlock_cli::{
-    ApplyRequest, AuthorizeRequest, CaptureRequest, JournalError, QueryRequest, Reply, Targets,
-};
-use interlock_core::{Ask, Gate, Journal, MemJournal};
+use interlock_cli::{ApplyRequest, AuthorizeRequest, CaptureRequest, QueryRequest, Reply, Targets};
+use interlock_core::{Ask, Gate, Journal};
 
 pub const LEASE: &str = "case-4471";
 /// 2027-01-15T08:00:00Z, as the tests use.
@@ -55,58 +51,6 @@ impl Targets for NullTarget {
     }
     fn query(&mut self, _: &QueryRequest) -> Reply {
         Reply::Found(RESULT.into())
-    }
-}
-
-/// The core's own in-memory journal behind the host's journal trait, so the component and
-/// the native core run over the very same storage code and only the boundary differs.
-pub struct CoreMem(pub RefCell<MemJournal>);
-
-impl CoreMem {
-    pub fn new() -> CoreMem {
-        CoreMem(RefCell::new(MemJournal::new()))
-    }
-}
-
-fn host_err(e: interlock_core::JournalError) -> JournalError {
-    use interlock_core::JournalError as C;
-    match e {
-        C::Conflict(n) => JournalError::Conflict(n),
-        C::Io(m) => JournalError::Io(m),
-        C::Corrupt(m) => JournalError::Corrupt(m),
-        C::TornTail(m) => JournalError::TornTail(m),
-        C::Other(m) => JournalError::Other(m),
-    }
-}
-
-impl JournalStore for CoreMem {
-    fn append(
-        &mut self,
-        stream: &str,
-        expected_length: u64,
-        entries: &[String],
-        durable: bool,
-        open: bool,
-    ) -> Result<(), JournalError> {
-        self.0
-            .get_mut()
-            .append(stream, expected_length, entries, durable, open)
-            .map_err(host_err)
-    }
-    fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
-        self.0.borrow_mut().read(stream, start).map_err(host_err)
-    }
-    fn length(&self, stream: &str) -> Result<u64, JournalError> {
-        self.0.borrow_mut().length(stream).map_err(host_err)
-    }
-    fn open_streams(&self) -> Result<Vec<String>, JournalError> {
-        self.0.borrow_mut().open_streams().map_err(host_err)
-    }
-    fn streams(&self) -> Result<Vec<String>, JournalError> {
-        self.0.borrow_mut().streams().map_err(host_err)
-    }
-    fn sync(&mut self) -> Result<(), JournalError> {
-        self.0.get_mut().sync().map_err(host_err)
     }
 }
 

@@ -14,7 +14,7 @@ use crate::bindings::interlock::gate::target::{Ask, Reply, Step};
 use crate::bindings::interlock::gate::types::{Outcome, Reason, State};
 use crate::bindings::GateComponent;
 use crate::clock::Clock;
-use crate::journal::{Journal, JournalStore};
+use crate::journal::{Journal, JournalBackend};
 use crate::runtime::Runtime;
 use crate::targets::Targets;
 
@@ -110,7 +110,7 @@ impl GateHost {
     /// `runtime`); a restarted process is a new `GateHost` on the same journal.
     pub fn new(
         runtime: &Runtime,
-        journal: Box<dyn JournalStore>,
+        journal: Box<dyn JournalBackend>,
         clock: Clock,
     ) -> Result<GateHost, Error> {
         let mut store = Store::new(

@@ -1,36 +1,34 @@
-//! `interlock:gate/journal`: storage for the gate's entries, over a [`JournalStore`]
-//! backend (the file journal adapter, or memory for fast tests).
+//! `interlock:gate/journal`: storage for the gate's entries, over any backend of the core's
+//! one journal trait (the file journal adapter, or memory for fast tests).
 //!
 //! The host stores entries byte for byte; it never interprets them. Hash chains, seq
 //! numbers and verification are the gate's.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use interlock_file_journal::{Error as FileError, FileJournal, SharedFileJournal};
+use interlock_core::{Journal as CoreJournal, JournalError as CoreError};
 
 use crate::bindings::interlock::gate::journal::{Host, JournalError};
 
-/// A journal backend: the six functions of the WIT `journal` interface, with its
-/// guarantees (compare-and-append, durability before return when `durable`, append order
-/// kept across streams, nothing of a failed append left visible).
-pub trait JournalStore: Send {
-    fn append(
-        &mut self,
-        stream: &str,
-        expected_length: u64,
-        entries: &[String],
-        durable: bool,
-        open: bool,
-    ) -> Result<(), JournalError>;
-    fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError>;
-    fn length(&self, stream: &str) -> Result<u64, JournalError>;
-    fn open_streams(&self) -> Result<Vec<String>, JournalError>;
-    fn streams(&self) -> Result<Vec<String>, JournalError>;
-    fn sync(&mut self) -> Result<(), JournalError>;
-}
+/// A journal backend: the core's one journal trait (the WIT `journal` interface with its
+/// guarantees: compare-and-append, durability before return when `durable`, append order
+/// kept across streams, nothing of a failed append left visible), sendable to a thread.
+pub trait JournalBackend: CoreJournal + Send {}
+impl<T: CoreJournal + Send> JournalBackend for T {}
 
 /// The import as the component sees it: whichever backend the host chose.
-pub struct Journal(pub Box<dyn JournalStore>);
+pub struct Journal(pub Box<dyn JournalBackend>);
+
+/// The WIT error for the core's journal error (the same cases).
+fn wit_error(e: CoreError) -> JournalError {
+    match e {
+        CoreError::Conflict(actual) => JournalError::Conflict(actual),
+        CoreError::Io(m) => JournalError::Io(m),
+        CoreError::Corrupt(m) => JournalError::Corrupt(m),
+        CoreError::TornTail(m) => JournalError::TornTail(m),
+        CoreError::Other(m) => JournalError::Other(m),
+    }
+}
 
 impl Host for Journal {
     fn append(
@@ -43,80 +41,29 @@ impl Host for Journal {
     ) -> Result<(), JournalError> {
         self.0
             .append(&stream, expected_length, &entries, durable, open)
+            .map_err(wit_error)
     }
 
     fn read(&mut self, stream: String, start: u64) -> Result<Vec<String>, JournalError> {
-        self.0.read(&stream, start)
+        self.0.read(&stream, start).map_err(wit_error)
     }
 
     fn length(&mut self, stream: String) -> Result<u64, JournalError> {
-        self.0.length(&stream)
+        self.0.length(&stream).map_err(wit_error)
     }
 
     fn open_streams(&mut self) -> Result<Vec<String>, JournalError> {
-        self.0.open_streams()
+        self.0.open_streams().map_err(wit_error)
     }
 
     fn streams(&mut self) -> Result<Vec<String>, JournalError> {
-        self.0.streams()
+        self.0.streams().map_err(wit_error)
     }
 
     fn sync(&mut self) -> Result<(), JournalError> {
-        self.0.sync()
+        self.0.sync().map_err(wit_error)
     }
 }
-
-/// The WIT error for a file journal error. A conflict keeps its actual length, because
-/// the gate re-reads from there; everything else is reported with the adapter's message.
-pub fn file_error(e: FileError) -> JournalError {
-    match e {
-        FileError::Conflict { actual } => JournalError::Conflict(actual),
-        FileError::Corrupt { .. } => JournalError::Corrupt(e.to_string()),
-        FileError::TornTail { .. } => JournalError::TornTail(e.to_string()),
-        FileError::Io(_) => JournalError::Io(e.to_string()),
-        other => JournalError::Other(other.to_string()),
-    }
-}
-
-/// The file backend, single-handed (`FileJournal`) or shared by threads with group commit
-/// (`SharedFileJournal`: one [`crate::GateHost`] per thread or per submit in flight, each
-/// with a clone, so the send path's one durable write costs a fraction of an fsync under
-/// load). Both have the same operations; `length`/`streams` are the fallible forms.
-macro_rules! file_store {
-    ($ty:ty, $length:ident, $streams:ident) => {
-        impl JournalStore for $ty {
-            fn append(
-                &mut self,
-                stream: &str,
-                expected_length: u64,
-                entries: &[String],
-                durable: bool,
-                open: bool,
-            ) -> Result<(), JournalError> {
-                <$ty>::append(self, stream, expected_length, entries, durable, open)
-                    .map_err(file_error)
-            }
-            fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
-                <$ty>::read(self, stream, start).map_err(file_error)
-            }
-            fn length(&self, stream: &str) -> Result<u64, JournalError> {
-                <$ty>::$length(self, stream).map_err(file_error)
-            }
-            fn open_streams(&self) -> Result<Vec<String>, JournalError> {
-                Ok(<$ty>::open_streams(self))
-            }
-            fn streams(&self) -> Result<Vec<String>, JournalError> {
-                <$ty>::$streams(self).map_err(file_error)
-            }
-            fn sync(&mut self) -> Result<(), JournalError> {
-                <$ty>::sync(self).map_err(file_error)
-            }
-        }
-    };
-}
-
-file_store!(FileJournal, try_length, try_streams);
-file_store!(SharedFileJournal, length, streams);
 
 /// An in-memory journal for tests. Clones share one journal, so a test can drop a
 /// "crashed" host and start a fresh one on the same entries. Every append counts as
@@ -153,7 +100,7 @@ impl MemoryJournal {
     }
 }
 
-impl JournalStore for MemoryJournal {
+impl CoreJournal for MemoryJournal {
     fn append(
         &mut self,
         stream: &str,
@@ -161,14 +108,14 @@ impl JournalStore for MemoryJournal {
         entries: &[String],
         _durable: bool,
         open: bool,
-    ) -> Result<(), JournalError> {
+    ) -> Result<(), CoreError> {
         let mut streams = self.lock();
         let actual = streams
             .iter()
             .find(|s| s.name == stream)
             .map_or(0, |s| s.entries.len() as u64);
         if actual != expected_length {
-            return Err(JournalError::Conflict(actual));
+            return Err(CoreError::Conflict(actual));
         }
         match streams.iter_mut().find(|s| s.name == stream) {
             Some(s) => {
@@ -184,7 +131,7 @@ impl JournalStore for MemoryJournal {
         Ok(())
     }
 
-    fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
+    fn read(&mut self, stream: &str, start: u64) -> Result<Vec<String>, CoreError> {
         let streams = self.lock();
         Ok(streams
             .iter()
@@ -193,7 +140,7 @@ impl JournalStore for MemoryJournal {
             .unwrap_or_default())
     }
 
-    fn length(&self, stream: &str) -> Result<u64, JournalError> {
+    fn length(&mut self, stream: &str) -> Result<u64, CoreError> {
         let streams = self.lock();
         Ok(streams
             .iter()
@@ -201,7 +148,7 @@ impl JournalStore for MemoryJournal {
             .map_or(0, |s| s.entries.len() as u64))
     }
 
-    fn open_streams(&self) -> Result<Vec<String>, JournalError> {
+    fn open_streams(&mut self) -> Result<Vec<String>, CoreError> {
         let streams = self.lock();
         Ok(streams
             .iter()
@@ -210,12 +157,12 @@ impl JournalStore for MemoryJournal {
             .collect())
     }
 
-    fn streams(&self) -> Result<Vec<String>, JournalError> {
+    fn streams(&mut self) -> Result<Vec<String>, CoreError> {
         let streams = self.lock();
         Ok(streams.iter().map(|s| s.name.clone()).collect())
     }
 
-    fn sync(&mut self) -> Result<(), JournalError> {
+    fn sync(&mut self) -> Result<(), CoreError> {
         Ok(())
     }
 }
@@ -225,11 +172,11 @@ impl JournalStore for MemoryJournal {
 /// underneath them. While closed, every call fails with `other("journal is closed")`.
 #[derive(Clone, Default)]
 pub struct SharedJournal {
-    inner: Arc<Mutex<Option<Box<dyn JournalStore>>>>,
+    inner: Arc<Mutex<Option<Box<dyn JournalBackend>>>>,
 }
 
 impl SharedJournal {
-    pub fn new(store: Box<dyn JournalStore>) -> SharedJournal {
+    pub fn new(store: Box<dyn JournalBackend>) -> SharedJournal {
         SharedJournal {
             inner: Arc::new(Mutex::new(Some(store))),
         }
@@ -241,26 +188,26 @@ impl SharedJournal {
     }
 
     /// Puts a (re)opened store behind every handle.
-    pub fn replace(&self, store: Box<dyn JournalStore>) {
+    pub fn replace(&self, store: Box<dyn JournalBackend>) {
         *self.lock() = Some(store);
     }
 
-    fn lock(&self) -> MutexGuard<'_, Option<Box<dyn JournalStore>>> {
+    fn lock(&self) -> MutexGuard<'_, Option<Box<dyn JournalBackend>>> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn with<T>(
         &self,
-        f: impl FnOnce(&mut dyn JournalStore) -> Result<T, JournalError>,
-    ) -> Result<T, JournalError> {
+        f: impl FnOnce(&mut dyn JournalBackend) -> Result<T, CoreError>,
+    ) -> Result<T, CoreError> {
         match self.lock().as_mut() {
             Some(store) => f(store.as_mut()),
-            None => Err(JournalError::Other("journal is closed".into())),
+            None => Err(CoreError::Other("journal is closed".into())),
         }
     }
 }
 
-impl JournalStore for SharedJournal {
+impl CoreJournal for SharedJournal {
     fn append(
         &mut self,
         stream: &str,
@@ -268,22 +215,22 @@ impl JournalStore for SharedJournal {
         entries: &[String],
         durable: bool,
         open: bool,
-    ) -> Result<(), JournalError> {
+    ) -> Result<(), CoreError> {
         self.with(|s| s.append(stream, expected_length, entries, durable, open))
     }
-    fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
+    fn read(&mut self, stream: &str, start: u64) -> Result<Vec<String>, CoreError> {
         self.with(|s| s.read(stream, start))
     }
-    fn length(&self, stream: &str) -> Result<u64, JournalError> {
+    fn length(&mut self, stream: &str) -> Result<u64, CoreError> {
         self.with(|s| s.length(stream))
     }
-    fn open_streams(&self) -> Result<Vec<String>, JournalError> {
+    fn open_streams(&mut self) -> Result<Vec<String>, CoreError> {
         self.with(|s| s.open_streams())
     }
-    fn streams(&self) -> Result<Vec<String>, JournalError> {
+    fn streams(&mut self) -> Result<Vec<String>, CoreError> {
         self.with(|s| s.streams())
     }
-    fn sync(&mut self) -> Result<(), JournalError> {
+    fn sync(&mut self) -> Result<(), CoreError> {
         self.with(|s| s.sync())
     }
 }

@@ -31,6 +31,6 @@ pub use bindings::interlock::gate::target::{
 pub use bindings::interlock::gate::types::{Executed, Outcome, PremiseChange, Reason, State};
 pub use clock::Clock;
 pub use gate::{CrashPoint, Error, GateHost};
-pub use journal::{JournalStore, MemoryJournal};
+pub use journal::{JournalBackend, MemoryJournal};
 pub use runtime::Runtime;
 pub use targets::{PaymentsTarget, Targets};
