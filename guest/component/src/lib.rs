@@ -297,6 +297,18 @@ impl g::Guest for Component {
     fn set_routes(targets: Vec<String>) {
         with_gate(|gate, _, _| gate.set_routes(targets))
     }
+    fn defaults() -> String {
+        core_::defaults::defaults_json()
+    }
+    fn send_timeout_ms(effect: String) -> Result<u64, g::GateError> {
+        with_gate(|gate, j, _| gate.send_timeout_ms(j, &effect)).map_err(err)
+    }
+    fn standing_lease_name(agent: String) -> Result<String, g::GateError> {
+        core_::defaults::standing_lease_name(&agent).map_err(err)
+    }
+    fn grant_standing_lease(agent: String) -> Result<String, g::GateError> {
+        with_gate(|gate, j, now| gate.grant_standing_lease(j, now, &agent)).map_err(err)
+    }
     fn grant_lease(lease: String, expires_at_ms: u64) -> Result<(), g::GateError> {
         with_gate(|gate, j, now| gate.grant_lease(j, now, &lease, expires_at_ms)).map_err(err)
     }

@@ -11,6 +11,7 @@ extern crate std;
 
 mod authority;
 mod canon;
+pub mod defaults;
 mod entry;
 mod gate;
 mod journal;

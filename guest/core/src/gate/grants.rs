@@ -9,6 +9,7 @@ use super::streams::Plan;
 use super::Gate;
 use crate::authority::{approval_stream, lease_stream, Mark};
 use crate::canon::effect_id_for;
+use crate::defaults;
 use crate::fields;
 use crate::journal::{Journal, JournalError};
 use crate::proposal::{self, field_err, object, parse_input};
@@ -46,6 +47,41 @@ impl Gate {
             Mark::Revoked,
             fields!("lease" => lease),
         )
+    }
+
+    /// Grants `agent`'s standing lease (`<agent>-standing`, for `STANDING_LEASE_MS`) if it
+    /// was never granted, and returns its name. Only ever granted once: a standing lease
+    /// that was revoked (or ran out) stays so, and the call then writes nothing. A host
+    /// calls this only when its caller asked for standing authority, never by default.
+    pub fn grant_standing_lease(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        agent: &str,
+    ) -> Result<String, GateError> {
+        let lease = defaults::standing_lease_name(agent)?;
+        let expires_at_ms = now_ms.saturating_add(defaults::STANDING_LEASE_MS);
+        self.compare_and_append(
+            j,
+            &lease_stream(&lease),
+            now_ms,
+            true,
+            |_, _, s| {
+                Ok(if s.entries.is_empty() {
+                    Plan::Append(
+                        vec![(
+                            Mark::Granted,
+                            fields!("lease" => lease.as_str(), "expires_at_ms" => expires_at_ms),
+                        )],
+                        (),
+                    )
+                } else {
+                    Plan::Done(())
+                })
+            },
+            || format!("lease {lease} kept changing"),
+        )?;
+        Ok(lease)
     }
 
     pub fn approve(

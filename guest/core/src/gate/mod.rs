@@ -79,6 +79,24 @@ impl Gate {
         Ok(Proposal::parse(proposal)?.effect_id())
     }
 
+    /// How long the host waits on a send of `effect_id` before answering `unknown`: the
+    /// recorded proposal's `target.timeout_ms`, the default filled in (the claim's length).
+    pub fn send_timeout_ms(
+        &mut self,
+        j: &mut dyn Journal,
+        effect_id: &str,
+    ) -> Result<u64, GateError> {
+        check_effect_id(effect_id)?;
+        let stream = self.load(j, &effect_stream(effect_id))?;
+        let first = stream
+            .entries
+            .first()
+            .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
+        let p = Proposal::parse(&canonical(first.get("proposal").unwrap_or(&Value::Null)))
+            .map_err(|e| GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name)))?;
+        Ok(p.target.timeout_ms)
+    }
+
     pub fn submit(
         &mut self,
         j: &mut dyn Journal,
