@@ -78,15 +78,15 @@ fn trap(e: wasmtime::Error) -> Error {
 #[derive(Clone, Copy, Debug)]
 pub struct ClaimWait {
     pub poll_ms: u64,
-    pub max_polls: u32,
+    pub max_polls: u64,
 }
 
 impl Default for ClaimWait {
+    /// The core's defaults (the one place every host reads them from).
     fn default() -> Self {
-        // 30 s in all: longer than any claim the demo and the tests take.
         ClaimWait {
-            poll_ms: 200,
-            max_polls: 150,
+            poll_ms: interlock_core::defaults::CLAIM_WAIT_POLL_MS,
+            max_polls: interlock_core::defaults::CLAIM_WAIT_MAX_POLLS,
         }
     }
 }
