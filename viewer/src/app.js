@@ -299,6 +299,7 @@ function render(ctx, ev) {
     case 'gate': return renderGateCall(ctx, ev);
     case 'ask': return renderAsk(ctx, ev);
     case 'service': return renderService(ctx, ev);
+    case 'reply': return renderReply(ctx, ev);
     case 'journal': return renderJournal(ctx, ev);
     case 'outcome': return renderOutcome(ctx, ev);
     case 'crash': return renderCrash(ctx, ev);
@@ -469,6 +470,38 @@ function renderService(ctx, ev) {
     case 'findByReference':
       if (err) event(ctx, 'svc bad', who, `lookup failed: ${err}`);
       else event(ctx, 'svc', who, ev.result ? `found ${ev.result.id}: ${money(ev.result.amount_cents)}, already refunded` : 'no refund with that reference');
+      return DELAY_MS.service;
+    default:
+      return 0;
+  }
+}
+
+// The service's own answer to a step the worker routed to it (codes, not sentences).
+function renderReply(ctx, ev) {
+  setMoney('interlock-refunded', ev.refundedCents);
+  const before = ctx.refundedCents ?? 0;
+  ctx.refundedCents = ev.refundedCents;
+  ctx.refundedCentsBefore = before;
+  const who = h('span', { class: 'who svc' }, 'payments');
+  const { tag, val } = ev.reply;
+  const refund = tag === 'applied' || tag === 'found' ? JSON.parse(val) : null;
+  switch (ev.name) {
+    case 'capture':
+      if (tag !== 'captured') event(ctx, 'svc bad', who, `premise read failed: ${val}`);
+      else event(ctx, 'svc', who, `premises (its own refund excluded): ${premiseText(JSON.parse(val))}`);
+      return DELAY_MS.service;
+    case 'apply': {
+      const amount = money(JSON.parse(ev.request.effect).amount_cents);
+      if (!refund) event(ctx, 'svc bad', who, `refund of ${amount} refused: ${val}`);
+      else if (ev.refundedCents === before) {
+        // Tier 1 saw the idempotency key before: it answers with the first refund, creates nothing.
+        event(ctx, 'svc', who, h('strong', {}, 'deduped'), `: the key was seen before, so it returns ${refund.refund_id} and creates nothing`);
+      } else event(ctx, 'svc money', who, h('strong', {}, `refund ${money(refund.amount_cents)} sent`), ` → ${refund.refund_id}, key ${shortId(ev.request.idempotencyKey)}`);
+      return DELAY_MS.service;
+    }
+    case 'query':
+      if (tag === 'failed') event(ctx, 'svc bad', who, `lookup failed: ${val}`);
+      else event(ctx, 'svc', who, refund ? `found ${refund.refund_id}: ${money(refund.amount_cents)}, already refunded` : 'no refund with that reference');
       return DELAY_MS.service;
     default:
       return 0;

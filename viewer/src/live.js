@@ -7,7 +7,7 @@
 //   - the journal backend (a MemoryJournal): every entry the component appends;
 //   - the two components' instances: every export the gate is asked (submit, resume,
 //     recover, ...), every step it asks for (capture, authorize, apply, query, done), every
-//     call to the payments service;
+//     call to the payments service, and its reply to each step the runner routes to it;
 //   - the vector's steps: when the runner starts reading step i.
 // and it pauses where the runner already awaits: the gate's host loop awaits the journal's
 // `flush()` before it performs any step the gate asked for (durability before the send),
@@ -21,6 +21,7 @@ import { FakeClock } from '../../hosts/node/src/clock.js';
 
 const GATE_EXPORTS_WATCHED = ['submit', 'resume', 'recover', 'grantLease', 'revokeLease', 'approve', 'verify', 'openEffects'];
 const SERVICE_CALLS_WATCHED = ['refund', 'refundByHand', 'setEligible', 'findByReference', 'premises'];
+const TARGET_STEPS_WATCHED = ['capture', 'apply', 'query'];
 
 const plain = (v) => (typeof v === 'bigint' ? Number(v) : v);
 
@@ -142,8 +143,17 @@ export async function play(vector, { components, show, sha256 }) {
         return result;
       };
     }
+    // The service answers the gate's steps itself (its `target` export).
+    const steps = { ...root.target };
+    for (const name of TARGET_STEPS_WATCHED) {
+      steps[name] = (request, ...rest) => {
+        const reply = root.target[name](request, ...rest);
+        emit({ kind: 'reply', name, request, reply, refundedCents: refunded() });
+        return reply;
+      };
+    }
     service = svc;
-    return { ...root, service: api };
+    return { ...root, service: api, target: steps };
   });
   const refunded = () => {
     try {

@@ -11,6 +11,9 @@
 //! directory), so a refund that `refund` returned survives a kill of the process.
 //! Amounts are cents; time is always passed in as Unix milliseconds.
 //!
+//! [`Payments::capture`], [`Payments::apply`] and [`Payments::query`] answer the gate's
+//! steps for this service ([`Reply`]): which refusals are definitive lives there, once.
+//!
 //! Without the default feature `std` the crate is `no_std` + `alloc`: no file, but every
 //! tier rule, plus [`Payments::snapshot`] / [`Payments::restore`] so that whoever hosts it
 //! (the component in `component/`, loaded beside the gate) keeps the state itself.
@@ -29,6 +32,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
+
+mod target;
+pub use target::Reply;
 
 /// How long a tier-1 service remembers an idempotency key after its first use.
 pub const DEDUPE_WINDOW_MS: u64 = 24 * 3600 * 1000;
@@ -135,6 +141,40 @@ pub enum Error {
     /// [`Payments::restore`] was given text that is not JSON at all.
     #[error("payments state is not JSON: {0}")]
     InvalidJson(String),
+}
+
+impl Error {
+    /// The error as a stable code and its fields: `code` or `code: name=value ...`, string
+    /// values JSON-quoted, e.g. `exceeds_balance: order="order_881" requested_cents=3000
+    /// remaining_cents=2000`. Records compared byte for byte across hosts (a journal's
+    /// `detail`) carry this, never the Display text: a code is not reworded.
+    pub fn detail(&self) -> String {
+        match self {
+            Error::UnknownOrder(order) => format!("unknown_order: order={}", quote(order)),
+            Error::ExceedsBalance {
+                order,
+                requested_cents,
+                remaining_cents,
+            } => format!(
+                "exceeds_balance: order={} requested_cents={requested_cents} remaining_cents={remaining_cents}",
+                quote(order)
+            ),
+            Error::IdempotencyMismatch { key } => {
+                format!("idempotency_mismatch: key={}", quote(key))
+            }
+            Error::LookupUnsupported => "lookup_unsupported".to_string(),
+            Error::BadTier(tier) => format!("bad_tier: tier={}", quote(tier)),
+            #[cfg(feature = "std")]
+            Error::Io(e) => format!("state_io: message={}", quote(&e.to_string())),
+            Error::Corrupt(m) => format!("corrupt_state: message={}", quote(m)),
+            Error::InvalidJson(m) => format!("state_not_json: message={}", quote(m)),
+        }
+    }
+}
+
+/// `s` as a JSON string, so that a field value in a detail is unambiguous.
+fn quote(s: &str) -> String {
+    serde_json::to_string(s).expect("a string always serializes")
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

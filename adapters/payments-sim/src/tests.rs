@@ -464,3 +464,251 @@ fn tier_parse_rejects_bad_input() {
         }
     }
 }
+
+// ---- the gate's steps (target.rs) ----
+
+const EFFECT: &str = r#"{"order":"A1","amount_cents":2000}"#;
+
+fn names(ns: &[&str]) -> Vec<String> {
+    ns.iter().map(|n| n.to_string()).collect()
+}
+
+#[test]
+fn apply_makes_the_refund_and_a_replay_answers_the_same() {
+    let mut p = service(Tier::ONE);
+    let first = p.apply("eff-1", EFFECT, "eff-1", T0);
+    assert_eq!(
+        first,
+        Reply::Applied(r#"{"amount_cents":2000,"refund_id":"re_0001"}"#.into())
+    );
+    // The key is the idempotency key, the effect id the reference a lookup finds.
+    let r = &p.refunds("A1")[0];
+    assert_eq!(r.idempotency_key.as_deref(), Some("eff-1"));
+    assert_eq!(r.reference.as_deref(), Some("eff-1"));
+    assert_eq!(p.apply("eff-1", EFFECT, "eff-1", T0 + 1), first);
+    assert_eq!(p.refund_count(), 1);
+}
+
+#[test]
+fn apply_rejects_each_refusal_of_the_service_with_its_code() {
+    let mut p = service(Tier::ONE);
+    p.add_order("B2", 5_000).unwrap();
+    let cases = [
+        (
+            r#"{"order":"nope","amount_cents":100}"#,
+            "k-unknown",
+            r#"unknown_order: order="nope""#,
+        ),
+        (
+            r#"{"order":"A1","amount_cents":10001}"#,
+            "k-over",
+            r#"exceeds_balance: order="A1" requested_cents=10001 remaining_cents=10000"#,
+        ),
+    ];
+    for (effect, key, code) in cases {
+        assert_eq!(
+            p.apply("eff-x", effect, key, T0),
+            Reply::Rejected(code.into()),
+            "{effect}"
+        );
+    }
+    assert_eq!(p.refund_count(), 0);
+    // Tier 1: the same key with another order inside the window (Stripe's 400).
+    p.apply("eff-1", EFFECT, "k1", T0);
+    assert_eq!(
+        p.apply(
+            "eff-2",
+            r#"{"order":"B2","amount_cents":2000}"#,
+            "k1",
+            T0 + 1
+        ),
+        Reply::Rejected(r#"idempotency_mismatch: key="k1""#.into())
+    );
+    assert_eq!(p.refund_count(), 1);
+}
+
+#[test]
+fn a_malformed_effect_is_rejected_at_apply_and_failed_at_capture_and_query() {
+    let mut p = service(Tier::TWO);
+    let cases = [
+        ("{not json", "invalid_effect: not_json"),
+        ("[1]", r#"invalid_effect: field="/order""#),
+        (r#"{"amount_cents":1}"#, r#"invalid_effect: field="/order""#),
+        (
+            r#"{"order":7,"amount_cents":1}"#,
+            r#"invalid_effect: field="/order""#,
+        ),
+        (
+            r#"{"order":"A1"}"#,
+            r#"invalid_effect: field="/amount_cents""#,
+        ),
+        (
+            r#"{"order":"A1","amount_cents":-1}"#,
+            r#"invalid_effect: field="/amount_cents""#,
+        ),
+        (
+            r#"{"order":"A1","amount_cents":1.5}"#,
+            r#"invalid_effect: field="/amount_cents""#,
+        ),
+        (
+            r#"{"order":"A1","amount_cents":"1"}"#,
+            r#"invalid_effect: field="/amount_cents""#,
+        ),
+    ];
+    for (effect, code) in cases {
+        // Nothing was sent, so the refusal is definitive.
+        assert_eq!(
+            p.apply("eff-1", effect, "k", T0),
+            Reply::Rejected(code.into()),
+            "{effect}"
+        );
+        let asked = names(&["eligible"]);
+        assert_eq!(
+            p.capture("eff-1", effect, &asked),
+            Reply::Failed(code.into()),
+            "{effect}"
+        );
+        assert_eq!(
+            p.query("eff-1", effect),
+            Reply::Failed(code.into()),
+            "{effect}"
+        );
+    }
+    assert_eq!(p.refund_count(), 0);
+}
+
+#[cfg(feature = "std")]
+#[test]
+fn apply_is_unknown_when_the_state_cannot_be_stored() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = Payments::create(&dir.path().join("payments.json"), Tier::ONE).unwrap();
+    p.add_order("A1", 10_000).unwrap();
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    match p.apply("eff-1", EFFECT, "eff-1", T0) {
+        Reply::Unknown(code) => assert!(code.starts_with("state_io: message=\""), "{code}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn every_error_kind_is_judged() {
+    // Definitive: the service checked the call and made nothing.
+    for e in [
+        Error::UnknownOrder("A1".into()),
+        Error::ExceedsBalance {
+            order: "A1".into(),
+            requested_cents: 2,
+            remaining_cents: 1,
+        },
+        Error::IdempotencyMismatch { key: "k".into() },
+    ] {
+        assert!(target::definitive(&e), "{e:?}");
+    }
+    for e in [
+        Error::LookupUnsupported,
+        Error::BadTier("9".into()),
+        Error::Corrupt("x".into()),
+        Error::InvalidJson("x".into()),
+    ] {
+        assert!(!target::definitive(&e), "{e:?}");
+    }
+    // A storage failure may come after the refund was made.
+    #[cfg(feature = "std")]
+    assert!(!target::definitive(&Error::Io(std::io::Error::other(
+        "disk full"
+    ))));
+}
+
+#[test]
+fn details_are_codes_with_quoted_fields() {
+    let cases = [
+        (
+            Error::UnknownOrder("A \"1\"".into()),
+            r#"unknown_order: order="A \"1\"""#,
+        ),
+        (
+            Error::ExceedsBalance {
+                order: "A1".into(),
+                requested_cents: 3_000,
+                remaining_cents: 2_000,
+            },
+            r#"exceeds_balance: order="A1" requested_cents=3000 remaining_cents=2000"#,
+        ),
+        (
+            Error::IdempotencyMismatch { key: "k1".into() },
+            r#"idempotency_mismatch: key="k1""#,
+        ),
+        (Error::LookupUnsupported, "lookup_unsupported"),
+        (Error::BadTier("9".into()), r#"bad_tier: tier="9""#),
+        (
+            Error::Corrupt("bad".into()),
+            r#"corrupt_state: message="bad""#,
+        ),
+        (
+            Error::InvalidJson("eof".into()),
+            r#"state_not_json: message="eof""#,
+        ),
+    ];
+    for (e, code) in cases {
+        assert_eq!(e.detail(), code);
+    }
+    #[cfg(feature = "std")]
+    assert_eq!(
+        Error::Io(std::io::Error::other("disk full")).detail(),
+        r#"state_io: message="disk full""#
+    );
+}
+
+#[test]
+fn capture_reads_the_asked_premises_without_the_effects_own_refund() {
+    let mut p = service(Tier::TWO);
+    p.apply("eff-1", EFFECT, "eff-1", T0);
+    p.refund_by_hand("A1", 500, T0).unwrap();
+    p.set_eligible("A1", false).unwrap();
+    // Keys sorted, whatever order they were asked in.
+    assert_eq!(
+        p.capture(
+            "eff-1",
+            EFFECT,
+            &names(&["refunded_by_others_cents", "eligible"])
+        ),
+        Reply::Captured(r#"{"eligible":false,"refunded_by_others_cents":500}"#.into())
+    );
+    assert_eq!(
+        p.capture("eff-2", EFFECT, &names(&["refunded_by_others_cents"])),
+        Reply::Captured(r#"{"refunded_by_others_cents":2500}"#.into())
+    );
+    assert_eq!(
+        p.capture("eff-1", EFFECT, &[]),
+        Reply::Captured("{}".into())
+    );
+    assert_eq!(
+        p.capture("eff-1", EFFECT, &names(&["eligible", "mood"])),
+        Reply::Failed(r#"unknown_premise: name="mood""#.into())
+    );
+    assert_eq!(
+        p.capture(
+            "eff-1",
+            r#"{"order":"nope","amount_cents":1}"#,
+            &names(&["eligible"])
+        ),
+        Reply::Failed(r#"unknown_order: order="nope""#.into())
+    );
+}
+
+#[test]
+fn query_finds_by_the_effect_id_where_the_tier_offers_lookup() {
+    let mut p = service(Tier::TWO);
+    p.apply("eff-1", EFFECT, "eff-1", T0);
+    assert_eq!(
+        p.query("eff-1", EFFECT),
+        Reply::Found(r#"{"amount_cents":2000,"refund_id":"re_0001"}"#.into())
+    );
+    assert_eq!(p.query("eff-2", EFFECT), Reply::NotFound);
+    for tier in [Tier::ONE, Tier::THREE] {
+        assert_eq!(
+            service(tier).query("eff-1", EFFECT),
+            Reply::Failed("lookup_unsupported".into())
+        );
+    }
+}

@@ -12,11 +12,16 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context};
-use interlock_payments_sim::{write_state_file, Error as PayError, Refund, Tier};
+use interlock_payments_sim::{
+    write_state_file, Error as PayError, Refund, Reply as PayReply, Tier,
+};
 use wasmtime::component::{Component, Linker};
 use wasmtime::{Engine, Store};
 
 use bindings::exports::interlock::payments_sim::service::ServiceError;
+use bindings::exports::interlock::payments_sim::target::{
+    ApplyRequest, CaptureRequest, QueryRequest, Reply,
+};
 
 /// The generated bindings of world `payments-sim`, in one place.
 pub mod bindings {
@@ -59,7 +64,8 @@ fn trap(e: wasmtime::Error) -> SimError {
     SimError::Trap(anyhow::Error::from(e))
 }
 
-fn service_error(e: ServiceError) -> SimError {
+/// The component's refusal as the native crate's error.
+pub fn service_error(e: ServiceError) -> SimError {
     SimError::Service(match e {
         ServiceError::UnknownOrder(o) => PayError::UnknownOrder(o),
         ServiceError::ExceedsBalance(b) => PayError::ExceedsBalance {
@@ -90,6 +96,28 @@ fn bad_json(what: &str, json: &str, e: serde_json::Error) -> SimError {
 fn parse_refund(json: &str) -> Result<Refund, SimError> {
     serde_json::from_str(json).map_err(|e| bad_json("refund", json, e))
 }
+
+/// The component's reply as the crate's. `allowed` is outside its contract (the service
+/// has no authority check): a broken component, like a trap.
+fn pay_reply(r: Reply) -> Result<PayReply, SimError> {
+    Ok(match r {
+        Reply::Captured(json) => PayReply::Captured(json),
+        Reply::Allowed(yes) => {
+            return Err(SimError::Trap(anyhow!(
+                "the component answered allowed({yes}), which it never does"
+            )))
+        }
+        Reply::Applied(json) => PayReply::Applied(json),
+        Reply::Rejected(code) => PayReply::Rejected(code),
+        Reply::Unknown(code) => PayReply::Unknown(code),
+        Reply::Found(json) => PayReply::Found(json),
+        Reply::NotFound => PayReply::NotFound,
+        Reply::Failed(code) => PayReply::Failed(code),
+    })
+}
+
+/// The target name the requests carry (the component does not read it).
+const TARGET: &str = "payments";
 
 /// One instance of the payments-sim component, holding one service. The methods mirror
 /// `interlock_payments_sim::Payments` (names, argument types, results); they take
@@ -290,6 +318,67 @@ impl SimService {
         let api = self.sim.interlock_payments_sim_service();
         api.call_refunded_cents(&mut self.store, order)
             .map_err(trap)
+    }
+
+    /// The crate's Display text of `error`, as the component says it (`service.message`).
+    pub fn message(&mut self, error: &ServiceError) -> Result<String, SimError> {
+        let api = self.sim.interlock_payments_sim_service();
+        api.call_message(&mut self.store, error).map_err(trap)
+    }
+
+    /// `Payments::capture`: the gate's capture step, answered by the component.
+    pub fn capture(
+        &mut self,
+        effect_id: &str,
+        effect: &str,
+        names: &[String],
+    ) -> Result<PayReply, SimError> {
+        let req = CaptureRequest {
+            effect_id: effect_id.to_string(),
+            target: TARGET.to_string(),
+            effect: effect.to_string(),
+            names: names.to_vec(),
+        };
+        let api = self.sim.interlock_payments_sim_target();
+        pay_reply(api.call_capture(&mut self.store, &req).map_err(trap)?)
+    }
+
+    /// `Payments::apply`: the gate's apply step, answered by the component. With a file,
+    /// the new state is stored before returning; when that fails nothing is kept, and, as
+    /// the WIT asks of a host that cannot store it, the answer is `unknown`.
+    pub fn apply(
+        &mut self,
+        effect_id: &str,
+        effect: &str,
+        idempotency_key: &str,
+        now_ms: u64,
+    ) -> Result<PayReply, SimError> {
+        let req = ApplyRequest {
+            effect_id: effect_id.to_string(),
+            target: TARGET.to_string(),
+            effect: effect.to_string(),
+            idempotency_key: idempotency_key.to_string(),
+            attempt: 0,
+        };
+        let out = self.mutate(|s| {
+            let api = s.sim.interlock_payments_sim_target();
+            pay_reply(api.call_apply(&mut s.store, &req, now_ms).map_err(trap)?)
+        });
+        match out {
+            Err(SimError::Service(e @ PayError::Io(_))) => Ok(PayReply::Unknown(e.detail())),
+            other => other,
+        }
+    }
+
+    /// `Payments::query`: the gate's query step, answered by the component.
+    pub fn query(&mut self, effect_id: &str, effect: &str) -> Result<PayReply, SimError> {
+        let req = QueryRequest {
+            effect_id: effect_id.to_string(),
+            target: TARGET.to_string(),
+            effect: effect.to_string(),
+        };
+        let api = self.sim.interlock_payments_sim_target();
+        pay_reply(api.call_query(&mut self.store, &req).map_err(trap)?)
     }
 
     pub fn refund_count(&mut self) -> Result<usize, SimError> {

@@ -1,12 +1,11 @@
 //! Target adapters: how the host performs the steps the gate asks for.
 //!
-//! An adapter translates; it never decides. What a reply means (retry, look up, refuse,
-//! AMBIGUOUS) is the gate's business. The one judgement an adapter makes is which of its
-//! service's answers are definitive (`rejected`: nothing applied) and which leave the
-//! send's fate unknown (`unknown`).
+//! An adapter routes and translates; it never decides. What a reply means (retry, look up,
+//! refuse, AMBIGUOUS) is the gate's business, and which of the payments service's answers
+//! are definitive is the service's own: `interlock_payments_sim`'s `capture`, `apply` and
+//! `query`, which the Node and Python hosts call through its component.
 
-use interlock_payments_sim::{Error as PayError, Payments};
-use serde_json::{json, Map, Value};
+use interlock_payments_sim::{Payments, Reply as PayReply};
 
 use crate::bindings::interlock::gate::target::{
     ApplyRequest, AuthorizeRequest, CaptureRequest, QueryRequest, Reply,
@@ -31,7 +30,8 @@ pub const PAYMENTS: &str = "payments";
 pub type Authorizer = Box<dyn FnMut(&AuthorizeRequest) -> bool>;
 
 /// The simulated refund API as a target. The effect JSON is
-/// `{"order": "order_881", "amount_cents": 2000}`.
+/// `{"order": "order_881", "amount_cents": 2000}`. The service answers every step but
+/// `authorize`, which is this host's own check.
 pub struct PaymentsTarget {
     pub payments: Payments,
     clock: Clock,
@@ -56,34 +56,26 @@ impl PaymentsTarget {
     }
 }
 
-/// The effect a payments proposal carries.
-struct RefundEffect {
-    order: String,
-    amount_cents: u64,
-}
-
-fn parse_effect(target: &str, effect: &str) -> Result<RefundEffect, String> {
-    // The gate asks only for the targets in `routes`.
+/// The gate asks only for the targets in `routes`; another one is a host bug, never
+/// answered with a made-up reply (it could close an effect whose send may have landed).
+fn ours(target: &str) {
     assert_eq!(
         target, PAYMENTS,
         "the gate asked for a target this host does not route"
     );
-    let v: Value = serde_json::from_str(effect).map_err(|e| format!("effect is not JSON: {e}"))?;
-    let order = v.get("order").and_then(Value::as_str);
-    let amount = v.get("amount_cents").and_then(Value::as_u64);
-    match (order, amount) {
-        (Some(order), Some(amount_cents)) => Ok(RefundEffect {
-            order: order.to_string(),
-            amount_cents,
-        }),
-        _ => Err(format!(
-            "effect must be {{\"order\": string, \"amount_cents\": integer}}, got {effect}"
-        )),
-    }
 }
 
-fn refund_json(r: &interlock_payments_sim::Refund) -> String {
-    json!({ "refund_id": r.id, "amount_cents": r.amount_cents }).to_string()
+/// The service's answer as the gate's reply: the same cases, one for one.
+fn reply(r: PayReply) -> Reply {
+    match r {
+        PayReply::Captured(json) => Reply::Captured(json),
+        PayReply::Applied(json) => Reply::Applied(json),
+        PayReply::Rejected(code) => Reply::Rejected(code),
+        PayReply::Unknown(code) => Reply::Unknown(code),
+        PayReply::Found(json) => Reply::Found(json),
+        PayReply::NotFound => Reply::NotFound,
+        PayReply::Failed(code) => Reply::Failed(code),
+    }
 }
 
 impl Targets for PaymentsTarget {
@@ -92,25 +84,11 @@ impl Targets for PaymentsTarget {
     }
 
     fn capture(&mut self, req: &CaptureRequest) -> Reply {
-        let effect = match parse_effect(&req.target, &req.effect) {
-            Ok(e) => e,
-            Err(m) => return Reply::Failed(m),
-        };
-        // The effect's own refund (reference = effect id) never counts against it.
-        let all = match self.payments.premises(&effect.order, Some(&req.effect_id)) {
-            Ok(v) => v,
-            Err(e) => return Reply::Failed(e.to_string()),
-        };
-        let mut asked = Map::new();
-        for name in &req.names {
-            match all.get(name) {
-                Some(v) => asked.insert(name.clone(), v.clone()),
-                None => {
-                    return Reply::Failed(format!("the payments service has no premise {name:?}"))
-                }
-            };
-        }
-        Reply::Captured(Value::Object(asked).to_string())
+        ours(&req.target);
+        reply(
+            self.payments
+                .capture(&req.effect_id, &req.effect, &req.names),
+        )
     }
 
     fn authorize(&mut self, req: &AuthorizeRequest) -> Reply {
@@ -121,39 +99,16 @@ impl Targets for PaymentsTarget {
     }
 
     fn apply(&mut self, req: &ApplyRequest) -> Reply {
-        let effect = match parse_effect(&req.target, &req.effect) {
-            Ok(e) => e,
-            // Nothing was sent, so this is definitive.
-            Err(m) => return Reply::Rejected(m),
-        };
+        ours(&req.target);
         let now_ms = self.clock.now_ms();
-        match self.payments.refund(
-            &effect.order,
-            effect.amount_cents,
-            Some(&req.idempotency_key),
-            Some(&req.effect_id),
-            now_ms,
-        ) {
-            Ok(refund) => Reply::Applied(refund_json(&refund)),
-            // The service's own refusals: it checked and created nothing.
-            Err(
-                e @ (PayError::UnknownOrder(_)
-                | PayError::ExceedsBalance { .. }
-                | PayError::IdempotencyMismatch { .. }),
-            ) => Reply::Rejected(e.to_string()),
-            // A storage failure may come after the refund was made: its fate is unknown.
-            Err(e) => Reply::Unknown(e.to_string()),
-        }
+        reply(
+            self.payments
+                .apply(&req.effect_id, &req.effect, &req.idempotency_key, now_ms),
+        )
     }
 
     fn query(&mut self, req: &QueryRequest) -> Reply {
-        if let Err(m) = parse_effect(&req.target, &req.effect) {
-            return Reply::Failed(m);
-        }
-        match self.payments.find_by_reference(&req.effect_id) {
-            Ok(Some(refund)) => Reply::Found(refund_json(&refund)),
-            Ok(None) => Reply::NotFound,
-            Err(e) => Reply::Failed(e.to_string()),
-        }
+        ours(&req.target);
+        reply(self.payments.query(&req.effect_id, &req.effect))
     }
 }

@@ -1,10 +1,17 @@
 //! Differential: the payments-sim component (dist/payments_sim.wasm) and the native crate
 //! it is built from, given the same calls, give the same answers and the same snapshot.
-//! A drift here means a host would see other tier rules than the Rust tests check.
+//! A drift here means a host would see other tier rules, or other replies to the gate's
+//! steps, than the Rust tests check.
 use std::fmt::Debug;
+use std::path::PathBuf;
 
+use interlock_cli::payments_component::bindings::exports::interlock::payments_sim::service::{
+    BalanceError, ServiceError,
+};
 use interlock_cli::payments_component::{self as sim, SimError, SimService};
-use interlock_payments_sim::{Error as PayError, Payments, Tier, DEDUPE_WINDOW_MS};
+use interlock_payments_sim::{Error as PayError, Payments, Reply, Tier, DEDUPE_WINDOW_MS};
+use wasmtime::component::types::ComponentItem;
+use wasmtime::component::Component;
 use wasmtime::{Config, Engine};
 
 const T0: u64 = 1_800_000_000_000;
@@ -138,6 +145,25 @@ impl Both {
         let n = Ok(self.native.refunded_cents(order));
         let w = service(self.wasm.refunded_cents(order));
         self.check("refunded_cents", n, w).unwrap()
+    }
+
+    fn capture(&mut self, effect_id: &str, effect: &str, names: &[&str]) -> Reply {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let n = Ok(self.native.capture(effect_id, effect, &names));
+        let w = service(self.wasm.capture(effect_id, effect, &names));
+        self.check("capture", n, w).unwrap()
+    }
+
+    fn apply(&mut self, effect_id: &str, effect: &str, key: &str, now_ms: u64) -> Reply {
+        let n = Ok(self.native.apply(effect_id, effect, key, now_ms));
+        let w = service(self.wasm.apply(effect_id, effect, key, now_ms));
+        self.check("apply", n, w).unwrap()
+    }
+
+    fn query(&mut self, effect_id: &str, effect: &str) -> Reply {
+        let n = Ok(self.native.query(effect_id, effect));
+        let w = service(self.wasm.query(effect_id, effect));
+        self.check("query", n, w).unwrap()
     }
 }
 
@@ -341,4 +367,207 @@ fn a_call_before_create_traps() {
     let mut wasm = load();
     wasm.in_memory(Tier::THREE).unwrap();
     assert_eq!(wasm.tier().unwrap(), Tier::THREE);
+}
+
+const EFFECT: &str = r#"{"order":"order_881","amount_cents":2000}"#;
+
+#[test]
+fn the_gates_steps_get_the_same_replies_at_every_tier() {
+    for tier in [Tier::ONE, Tier::TWO, Tier::THREE, Tier::ONE_LOOKUP] {
+        let mut b = Both::new(tier);
+        b.add_order("order_881", 10_000);
+        b.add_order("order_2", 5_000);
+        let applied = b.apply("eff-1", EFFECT, "eff-1", T0);
+        assert_eq!(
+            applied,
+            Reply::Applied(r#"{"amount_cents":2000,"refund_id":"re_0001"}"#.into()),
+            "{tier:?}"
+        );
+        // A resend: deduped on tiers 1, a second refund elsewhere.
+        b.apply("eff-1", EFFECT, "eff-1", T0 + 1);
+        // Tier 1: the key with another order is refused; elsewhere a refund is made.
+        b.apply(
+            "eff-2",
+            r#"{"order":"order_2","amount_cents":2000}"#,
+            "eff-1",
+            T0 + 2,
+        );
+        b.refund_by_hand("order_881", 700, T0 + 3);
+        b.set_eligible("order_881", false).unwrap();
+        b.capture("eff-1", EFFECT, &["refunded_by_others_cents", "eligible"]);
+        b.capture("eff-9", EFFECT, &["eligible", "refunded_by_others_cents"]);
+        b.capture("eff-1", EFFECT, &["mood"]);
+        b.query("eff-1", EFFECT);
+        b.query("eff-9", EFFECT);
+    }
+}
+
+#[test]
+fn every_refusal_and_malformed_effect_gets_the_same_code() {
+    let mut b = Both::new(Tier::ONE);
+    b.add_order("order_881", 10_000);
+    let refusals = [
+        (
+            r#"{"order":"nope","amount_cents":1}"#,
+            r#"unknown_order: order="nope""#,
+        ),
+        (
+            r#"{"order":"order_881","amount_cents":10001}"#,
+            r#"exceeds_balance: order="order_881" requested_cents=10001 remaining_cents=10000"#,
+        ),
+        ("{not json", "invalid_effect: not_json"),
+        (r#"{"amount_cents":1}"#, r#"invalid_effect: field="/order""#),
+        (
+            r#"{"order":"order_881","amount_cents":-5}"#,
+            r#"invalid_effect: field="/amount_cents""#,
+        ),
+    ];
+    for (effect, code) in refusals {
+        assert_eq!(
+            b.apply("eff-1", effect, "k1", T0),
+            Reply::Rejected(code.into())
+        );
+        // A malformed effect at a read step is a failed read, with the same code.
+        if code.starts_with("invalid_effect") {
+            assert_eq!(
+                b.capture("eff-1", effect, &["eligible"]),
+                Reply::Failed(code.into())
+            );
+            assert_eq!(b.query("eff-1", effect), Reply::Failed(code.into()));
+        }
+    }
+    assert_eq!(
+        b.capture(
+            "eff-1",
+            r#"{"order":"nope","amount_cents":1}"#,
+            &["eligible"]
+        ),
+        Reply::Failed(r#"unknown_order: order="nope""#.into())
+    );
+    b.apply("eff-1", EFFECT, "k1", T0);
+    assert_eq!(
+        b.apply(
+            "eff-2",
+            r#"{"order":"order_881","amount_cents":1}"#,
+            "k1",
+            T0 + 1
+        ),
+        Reply::Rejected(r#"idempotency_mismatch: key="k1""#.into())
+    );
+    assert_eq!(
+        b.query("eff-1", EFFECT),
+        Reply::Failed("lookup_unsupported".into())
+    );
+    assert_eq!(b.native.refund_count(), 1);
+}
+
+#[test]
+fn the_component_says_each_error_in_the_crates_words() {
+    let mut wasm = load();
+    wasm.in_memory(Tier::ONE).unwrap();
+    let errors = [
+        ServiceError::UnknownOrder("order_881".into()),
+        ServiceError::ExceedsBalance(BalanceError {
+            order: "order_881".into(),
+            requested_cents: 3_000,
+            remaining_cents: 2_000,
+        }),
+        ServiceError::IdempotencyMismatch("k1".into()),
+        ServiceError::LookupUnsupported,
+        ServiceError::BadTier("9".into()),
+        ServiceError::Corrupt("bad".into()),
+        ServiceError::InvalidJson("eof".into()),
+    ];
+    for e in errors {
+        let said = wasm.message(&e).unwrap();
+        let native = match sim::service_error(e) {
+            SimError::Service(n) => n.to_string(),
+            SimError::Trap(t) => panic!("{t:#}"),
+        };
+        assert_eq!(said, native);
+    }
+}
+
+/// The payments WIT copies the gate's step records and reply (a `use` across packages
+/// would make the component import the gate's interfaces): they must stay equal.
+#[test]
+fn the_target_records_are_the_gates() {
+    let engine = Engine::new(&Config::new()).unwrap();
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let gate_wasm = std::env::var_os("INTERLOCK_WASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("dist/interlock_gate.wasm"));
+    let gate = Component::from_file(&engine, &gate_wasm).unwrap();
+    let payments = Component::from_file(&engine, sim::locate()).unwrap();
+    let instance =
+        |item: Option<wasmtime::component::types::ComponentExtern<'_>>, what: &str| match item
+            .map(|e| e.ty)
+        {
+            Some(ComponentItem::ComponentInstance(i)) => i,
+            other => panic!("{what}: {other:?}"),
+        };
+    let gate_ty = gate.component_type();
+    let theirs = instance(
+        gate_ty.get_import(&engine, "interlock:gate/target@0.1.0"),
+        "the gate's target",
+    );
+    let pay_ty = payments.component_type();
+    let ours = instance(
+        pay_ty.get_export(&engine, "interlock:payments-sim/target@0.1.0"),
+        "the payments target",
+    );
+    let ty = |i: &wasmtime::component::types::ComponentInstance, name: &str| match i
+        .get_export(&engine, name)
+        .map(|e| e.ty)
+    {
+        Some(ComponentItem::Type(t)) => t,
+        other => panic!("{name}: {other:?}"),
+    };
+    for name in ["capture-request", "apply-request", "query-request", "reply"] {
+        assert_eq!(ty(&ours, name), ty(&theirs, name), "{name}");
+    }
+    // And the functions take and return them.
+    let func = |name: &str| match ours.get_export(&engine, name).map(|e| e.ty) {
+        Some(ComponentItem::ComponentFunc(f)) => f,
+        other => panic!("{name}: {other:?}"),
+    };
+    for (name, request) in [
+        ("capture", "capture-request"),
+        ("apply", "apply-request"),
+        ("query", "query-request"),
+    ] {
+        let f = func(name);
+        assert_eq!(f.params().next().unwrap().1, ty(&theirs, request), "{name}");
+        assert_eq!(
+            f.results().collect::<Vec<_>>(),
+            [ty(&theirs, "reply")],
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn an_apply_whose_state_cannot_be_kept_is_unknown_as_natively() {
+    let dir = tempfile::tempdir().unwrap();
+    let native_dir = dir.path().join("native");
+    let wasm_dir = dir.path().join("wasm");
+    std::fs::create_dir_all(&native_dir).unwrap();
+    std::fs::create_dir_all(&wasm_dir).unwrap();
+    let mut native = Payments::create(&native_dir.join("payments.json"), Tier::ONE).unwrap();
+    native.add_order("order_881", 10_000).unwrap();
+    let mut wasm = load();
+    wasm.create(&wasm_dir.join("payments.json"), Tier::ONE)
+        .unwrap();
+    wasm.add_order("order_881", 10_000).unwrap();
+    std::fs::remove_dir_all(&native_dir).unwrap();
+    std::fs::remove_dir_all(&wasm_dir).unwrap();
+    let n = native.apply("eff-1", EFFECT, "eff-1", T0);
+    let w = wasm.apply("eff-1", EFFECT, "eff-1", T0).unwrap();
+    assert!(
+        matches!(&n, Reply::Unknown(code) if code.starts_with("state_io: ")),
+        "{n:?}"
+    );
+    assert_eq!(w, n);
+    // Neither keeps a refund it could not store.
+    assert_eq!(wasm.snapshot().unwrap(), native.snapshot());
 }

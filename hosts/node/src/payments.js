@@ -1,60 +1,48 @@
 // The simulated payments service (dist/payments_sim.wasm, adapters/payments-sim): the same
-// Rust tier rules every host runs, never re-implemented here. This wrapper only converts
-// values and keeps the state: after every successful mutation it hands `snapshot()` to
-// `persist` before returning (Node: payments.json written durably, the Rust crate's format).
+// Rust tier rules every host runs, and the service's own answers to the gate's steps (its
+// `target` export), never re-implemented here. This wrapper converts values, routes steps
+// and keeps the state: after every successful mutation it hands `snapshot()` to `persist`
+// before returning (Node: payments.json written durably, the Rust crate's format).
 import { InterlockError } from './errors.js';
 
 /**
- * @import { Clock, Refund, PaymentsPremises, Targets, AuthorizeRequest } from './types.js'
+ * @import { Clock, Refund, PaymentsPremises, Targets, AuthorizeRequest, CaptureRequest, ApplyRequest, QueryRequest, Reply } from './types.js'
  * @import { Root as PaymentsRoot } from '../gen/payments/payments_sim.js'
  * @import { GateComponent } from './gate.js'
  * @typedef {PaymentsRoot['service']} ServiceApi
  */
 
-/** The service refused a call (WIT `service-error`); `case` and `payload` as in the WIT. */
+/**
+ * The service refused a call (WIT `service-error`); `case` and `payload` as in the WIT,
+ * the message in the Rust crate's words (the component's `message`).
+ */
 export class ServiceError extends InterlockError {
   /**
    * @param {string} kase
    * @param {any} payload
+   * @param {string} message
    */
-  constructor(kase, payload) {
-    super(describe(kase, payload));
+  constructor(kase, payload, message) {
+    super(message);
     this.case = kase;
     this.payload = payload;
   }
 }
 
-// The Rust crate's Display texts, so a rejected send records the same words in any host.
 /**
- * @param {string} kase
- * @param {any} v
- */
-function describe(kase, v) {
-  switch (kase) {
-    case 'unknown-order': return `unknown order ${v}`;
-    case 'exceeds-balance':
-      return `refund of ${v.requestedCents} cents on order ${v.order} exceeds the remaining ${v.remainingCents} cents`;
-    case 'idempotency-mismatch': return `idempotency key ${v} was already used with other parameters`;
-    case 'lookup-unsupported': return 'this payments service offers no lookup by reference';
-    case 'bad-tier': return `bad tier ${JSON.stringify(v)} (expected 1, 2, 3 or 1+lookup)`;
-    case 'corrupt': return `corrupt payments state: ${v}`;
-    case 'invalid-json': return `payments state is not JSON: ${v}`;
-    default: return `${kase}: ${JSON.stringify(v)}`;
-  }
-}
-
-/**
+ * Runs one call of `api`; the WIT error it throws becomes a ServiceError.
  * @template T
+ * @param {ServiceApi} api
  * @param {() => T} fn
  * @returns {T}
  */
-function call(fn) {
+function call(api, fn) {
   try {
     return fn();
   } catch (e) {
     const { payload } = /** @type {any} */ (e) ?? {};
     if (e instanceof Error && Object.hasOwn(e, 'payload') && typeof payload?.tag === 'string') {
-      throw new ServiceError(payload.tag, payload.val);
+      throw new ServiceError(payload.tag, payload.val, api.message(payload));
     }
     throw e;
   }
@@ -75,8 +63,7 @@ export class PaymentsService {
    * @param {GateComponent<PaymentsRoot>} component
    */
   static async #instance(component) {
-    const root = await component.instantiate(component.getCoreModule, {});
-    return root.service;
+    return component.instantiate(component.getCoreModule, {});
   }
 
   /**
@@ -99,18 +86,20 @@ export class PaymentsService {
    */
   static async restore(component, state, { persist } = {}) {
     const s = new PaymentsService(await PaymentsService.#instance(component), persist);
-    call(() => s.api.restore(state));
+    call(s.api, () => s.api.restore(state));
     return s;
   }
 
   /**
    * Use PaymentsService.create or restore.
-   * @param {ServiceApi} api
+   * @param {PaymentsRoot} root
    * @param {((snapshot: string) => void) | undefined} persist
    */
-  constructor(api, persist) {
-    /** The component's exports (jco). */
-    this.api = api;
+  constructor(root, persist) {
+    /** The component's service export (jco). */
+    this.api = root.service;
+    /** Its answers to the gate's steps (the `target` export). */
+    this.steps = root.target;
     this.persist = persist ?? (() => {});
   }
 
@@ -120,7 +109,7 @@ export class PaymentsService {
    * @returns {T}
    */
   #mutate(fn) {
-    const r = call(fn);
+    const r = call(this.api, fn);
     this.persist(this.api.snapshot());
     return r;
   }
@@ -171,7 +160,7 @@ export class PaymentsService {
    * @returns {Refund | null}
    */
   findByReference(reference) {
-    const r = call(() => this.api.findByReference(reference));
+    const r = call(this.api, () => this.api.findByReference(reference));
     return r === undefined ? null : parseRefund(r);
   }
   /**
@@ -180,7 +169,7 @@ export class PaymentsService {
    * @returns {PaymentsPremises}
    */
   premises(order, excludingReference) {
-    return JSON.parse(call(() => this.api.premises(order, excludingReference ?? undefined)));
+    return JSON.parse(call(this.api, () => this.api.premises(order, excludingReference ?? undefined)));
   }
   /** @param {string} order */
   refundedCents(order) {
@@ -197,16 +186,51 @@ export class PaymentsService {
   refunds(order) {
     return JSON.parse(this.snapshot()).refunds.filter((/** @type {Refund} */ r) => r.order === order);
   }
+  /**
+   * The gate's capture step, answered by the service: `captured` or `failed`.
+   * @param {CaptureRequest} req
+   * @returns {Reply}
+   */
+  capture(req) {
+    return this.steps.capture(req);
+  }
+  /**
+   * The gate's apply step at `nowMs`, answered by the service: `applied` or `rejected`.
+   * An applied refund is persisted before this returns; when that fails the refund may or
+   * may not survive, so the answer is `unknown` (the WIT's rule for a host that cannot keep
+   * the state).
+   * @param {ApplyRequest} req
+   * @param {number} nowMs
+   * @returns {Reply}
+   */
+  apply(req, nowMs) {
+    const reply = this.steps.apply(req, BigInt(nowMs));
+    if (reply.tag !== 'applied') return reply;
+    try {
+      this.persist(this.api.snapshot());
+    } catch (e) {
+      return { tag: 'unknown', val: `state_io: message=${JSON.stringify(String(/** @type {any} */ (e)?.message ?? e))}` };
+    }
+    return reply;
+  }
+  /**
+   * The gate's query step, answered by the service: `found`, `not-found` or `failed`.
+   * @param {QueryRequest} req
+   * @returns {Reply}
+   */
+  query(req) {
+    return this.steps.query(req);
+  }
 }
 
 /** The target name of paymentsTarget in proposals. */
 export const PAYMENTS = 'payments';
 
 /**
- * The payments service as a low-level target (the port of hosts/cli/src/targets.rs): it
- * translates steps to service calls and never decides. The effect JSON is
- * `{"order": "order_881", "amount_cents": 2000}`. Without `authorizer` a host check
- * cannot be made (answered failed: the effect stays open).
+ * The payments service as a low-level target (as hosts/cli/src/targets.rs): it routes the
+ * gate's steps to the service, which answers them itself, and judges nothing. The effect
+ * JSON is `{"order": "order_881", "amount_cents": 2000}`. `authorize` is this host's own
+ * check: without `authorizer` it cannot be made (answered failed: the effect stays open).
  * @param {PaymentsService} service
  * @param {Clock} clock
  * @param {{ authorizer?: (req: AuthorizeRequest) => unknown }} [options]
@@ -219,50 +243,11 @@ export function paymentsTarget(service, clock, { authorizer } = {}) {
   const reach = (target) => {
     if (target !== PAYMENTS) throw new Error(`the gate asked for target ${JSON.stringify(target)}; this target routes only "payments"`);
   };
-  /**
-   * @param {string} effect
-   * @returns {{ order: string, amount_cents: number }}
-   */
-  const parseEffect = (effect) => {
-    let v;
-    try {
-      v = JSON.parse(effect);
-    } catch (e) {
-      throw `effect is not JSON: ${/** @type {Error} */ (e).message}`;
-    }
-    if (typeof v?.order !== 'string' || !Number.isSafeInteger(v?.amount_cents) || v.amount_cents < 0) {
-      throw `effect must be {"order": string, "amount_cents": integer}, got ${effect}`;
-    }
-    return v;
-  };
-  // Sorted keys, as serde_json writes them in the Rust host.
-  /** @param {Refund} r */
-  const refundJson = (r) => JSON.stringify({ amount_cents: r.amount_cents, refund_id: r.id });
   return {
     routes: [PAYMENTS],
     capture(req) {
       reach(req.target);
-      let effect;
-      try {
-        effect = parseEffect(req.effect);
-      } catch (m) {
-        return { tag: 'failed', val: String(m) };
-      }
-      let all;
-      try {
-        // The effect's own refund (reference = effect id) never counts against it.
-        all = service.premises(effect.order, req.effectId);
-      } catch (e) {
-        if (e instanceof ServiceError) return { tag: 'failed', val: e.message };
-        throw e;
-      }
-      /** @type {Record<string, unknown>} */
-      const asked = {};
-      for (const name of req.names) {
-        if (!Object.hasOwn(all, name)) return { tag: 'failed', val: `the payments service has no premise ${JSON.stringify(name)}` };
-        asked[name] = all[name];
-      }
-      return { tag: 'captured', val: JSON.stringify(asked) };
+      return service.capture(req);
     },
     authorize(req) {
       reach(req.target);
@@ -273,37 +258,11 @@ export function paymentsTarget(service, clock, { authorizer } = {}) {
     },
     apply(req) {
       reach(req.target);
-      let effect;
-      try {
-        effect = parseEffect(req.effect);
-      } catch (m) {
-        return { tag: 'rejected', val: String(m) }; // nothing was sent: definitive
-      }
-      try {
-        const r = service.refund(effect.order, effect.amount_cents, req.idempotencyKey, req.effectId, clock.nowMs());
-        return { tag: 'applied', val: refundJson(r) };
-      } catch (e) {
-        if (!(e instanceof ServiceError)) return { tag: 'unknown', val: String(/** @type {any} */ (e)?.message ?? e) };
-        if (['unknown-order', 'exceeds-balance', 'idempotency-mismatch'].includes(e.case)) {
-          return { tag: 'rejected', val: e.message };
-        }
-        return { tag: 'unknown', val: e.message };
-      }
+      return service.apply(req, clock.nowMs());
     },
     query(req) {
       reach(req.target);
-      try {
-        parseEffect(req.effect);
-      } catch (m) {
-        return { tag: 'failed', val: String(m) };
-      }
-      try {
-        const r = service.findByReference(req.effectId);
-        return r ? { tag: 'found', val: refundJson(r) } : { tag: 'not-found' };
-      } catch (e) {
-        if (e instanceof ServiceError) return { tag: 'failed', val: e.message };
-        throw e;
-      }
+      return service.query(req);
     },
   };
 }

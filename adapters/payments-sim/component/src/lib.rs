@@ -1,6 +1,7 @@
 //! The payments simulator as a component: WIT calls in, `interlock-payments-sim` calls,
-//! WIT values out. No tier rule lives here; if this file grows logic, that logic belongs
-//! in the crate, which every host then shares.
+//! WIT values out. No tier rule, and no judgement of the gate's steps (`target`), lives
+//! here; if this file grows logic, that logic belongs in the crate, which every host then
+//! shares.
 //!
 //! `no_std` keeps the import list empty: the service needs no clock (time is an argument)
 //! and no storage (the host keeps `snapshot()`), and Rust std would add wasi:cli and
@@ -11,7 +12,7 @@ extern crate alloc;
 use alloc::string::{String, ToString};
 use core::cell::RefCell;
 
-use interlock_payments_sim::{Error, Payments, Refund, Tier};
+use interlock_payments_sim::{Error, Payments, Refund, Reply, Tier};
 
 wit_bindgen::generate!({
     world: "payments-sim",
@@ -20,6 +21,7 @@ wit_bindgen::generate!({
 });
 
 use exports::interlock::payments_sim::service as s;
+use exports::interlock::payments_sim::target as t;
 
 #[global_allocator]
 static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
@@ -99,6 +101,35 @@ fn err(e: Error) -> s::ServiceError {
     }
 }
 
+/// The WIT error back to the crate's, for its Display text.
+fn error(e: s::ServiceError) -> Error {
+    match e {
+        s::ServiceError::UnknownOrder(o) => Error::UnknownOrder(o),
+        s::ServiceError::ExceedsBalance(b) => Error::ExceedsBalance {
+            order: b.order,
+            requested_cents: b.requested_cents,
+            remaining_cents: b.remaining_cents,
+        },
+        s::ServiceError::IdempotencyMismatch(key) => Error::IdempotencyMismatch { key },
+        s::ServiceError::LookupUnsupported => Error::LookupUnsupported,
+        s::ServiceError::BadTier(t) => Error::BadTier(t),
+        s::ServiceError::Corrupt(m) => Error::Corrupt(m),
+        s::ServiceError::InvalidJson(m) => Error::InvalidJson(m),
+    }
+}
+
+fn reply(r: Reply) -> t::Reply {
+    match r {
+        Reply::Captured(j) => t::Reply::Captured(j),
+        Reply::Applied(j) => t::Reply::Applied(j),
+        Reply::Rejected(m) => t::Reply::Rejected(m),
+        Reply::Unknown(m) => t::Reply::Unknown(m),
+        Reply::Found(j) => t::Reply::Found(j),
+        Reply::NotFound => t::Reply::NotFound,
+        Reply::Failed(m) => t::Reply::Failed(m),
+    }
+}
+
 fn refund_json(r: Refund) -> String {
     serde_json::to_string(&r).expect("a refund always serializes")
 }
@@ -172,6 +203,23 @@ impl s::Guest for Component {
     }
     fn tier() -> String {
         with(|p| p.tier().label())
+    }
+    fn message(e: s::ServiceError) -> String {
+        error(e).to_string()
+    }
+}
+
+impl t::Guest for Component {
+    fn capture(req: t::CaptureRequest) -> t::Reply {
+        reply(with(|p| p.capture(&req.effect_id, &req.effect, &req.names)))
+    }
+    fn apply(req: t::ApplyRequest, now_ms: u64) -> t::Reply {
+        reply(with(|p| {
+            p.apply(&req.effect_id, &req.effect, &req.idempotency_key, now_ms)
+        }))
+    }
+    fn query(req: t::QueryRequest) -> t::Reply {
+        reply(with(|p| p.query(&req.effect_id, &req.effect)))
     }
 }
 

@@ -1,5 +1,6 @@
 """The simulated payments service (adapters/payments-sim), run from its component
-``payments_sim.wasm``: the tier rules are written once, in Rust, and never here.
+``payments_sim.wasm``: the tier rules, and the service's answers to the gate's steps (its
+``target`` export: which refusals are definitive), are written once, in Rust, never here.
 
 The service lives in the component's memory; this wrapper keeps its state durable apart
 from the gate's journal: after every successful mutation it stores ``snapshot()`` to its
@@ -21,46 +22,33 @@ from typing import Any, Dict, List, Optional, Union
 
 import wasmtime
 from wasmtime import Store
-from wasmtime.component import Func, Linker, Variant
+from wasmtime.component import Func, Linker, Record, Variant
 
 from .clock import SystemClock
 from .errors import GateTrap, InterlockError
-from .gate import PAYMENTS_WASM, engine, load_component, wasm_path
+from .gate import PAYMENTS_WASM, Request, engine, load_component, wasm_path
 
 SERVICE_INTERFACE = "interlock:payments-sim/service@0.1.0"
+TARGET_INTERFACE = "interlock:payments-sim/target@0.1.0"
 
 
 class ServiceError(InterlockError):
     """The payments service refused a call (WIT ``service-error``); ``case`` is the WIT
-    case. Except for ``corrupt``/``invalid-json`` (restore), nothing was created."""
+    case, the message the Rust crate's words (the component's ``message``). Except for
+    ``corrupt``/``invalid-json`` (restore), nothing was created."""
 
-    def __init__(self, case: str, payload: Any):
+    def __init__(self, case: str, payload: Any, message: str):
         self.case = case
         self.payload = payload
-        super().__init__(_describe(case, payload))
+        super().__init__(message)
 
 
-def _describe(case: str, p: Any) -> str:
-    # The Rust crate's Display texts: a rejected refund's message lands in the journal
-    # (REFUSED `detail`), so every host must say it the same way.
-    if case == "unknown-order":
-        return f"unknown order {p}"
-    if case == "exceeds-balance":
-        return (
-            f"refund of {getattr(p, 'requested-cents')} cents on order {p.order} exceeds "
-            f"the remaining {getattr(p, 'remaining-cents')} cents"
-        )
-    if case == "idempotency-mismatch":
-        return f"idempotency key {p} was already used with other parameters"
-    if case == "lookup-unsupported":
-        return "this payments service offers no lookup by reference"
-    if case == "bad-tier":
-        return f"bad tier {json.dumps(p)} (expected 1, 2, 3 or 1+lookup)"
-    if case == "corrupt":
-        return f"corrupt payments state: {p}"
-    if case == "invalid-json":
-        return f"payments state is not JSON: {p}"
-    return f"{case}: {p}"
+def _record(**fields: Any) -> Record:
+    """A WIT record for the component; field names with ``-`` as the WIT spells them."""
+    r = Record()
+    for name, value in fields.items():
+        setattr(r, name.replace("_", "-"), value)
+    return r
 
 
 def write_state_file(path: Path, snapshot: str) -> None:
@@ -102,17 +90,22 @@ class Payments:
         si = instance.get_export_index(self.store, SERVICE_INTERFACE)
         if si is None:
             raise GateTrap(f"payments_sim.wasm does not export {SERVICE_INTERFACE}")
+        ti = instance.get_export_index(self.store, TARGET_INTERFACE)
+        if ti is None:
+            raise GateTrap(f"payments_sim.wasm does not export {TARGET_INTERFACE}")
         self._funcs: Dict[str, Func] = {}
-        for name in (
-            "create", "restore", "snapshot", "add-order", "set-eligible", "refund",
-            "refund-by-hand", "find-by-reference", "premises", "refunded-cents",
-            "refund-count", "tier",
+        for iface, names in (
+            (si, ("create", "restore", "snapshot", "add-order", "set-eligible", "refund",
+                  "refund-by-hand", "find-by-reference", "premises", "refunded-cents",
+                  "refund-count", "tier", "message")),
+            (ti, ("capture", "apply", "query")),
         ):
-            idx = instance.get_export_index(self.store, name, si)
-            func = instance.get_func(self.store, idx) if idx is not None else None
-            if func is None:
-                raise GateTrap(f"payments_sim.wasm lacks the export {name!r}")
-            self._funcs[name] = func
+            for name in names:
+                idx = instance.get_export_index(self.store, name, iface)
+                func = instance.get_func(self.store, idx) if idx is not None else None
+                if func is None:
+                    raise GateTrap(f"payments_sim.wasm lacks the export {name!r}")
+                self._funcs[name] = func
         self.path = Path(path) if path is not None else None
 
     # -- construction
@@ -140,14 +133,18 @@ class Payments:
 
     # -- calls
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _invoke(self, name: str, *args: Any) -> Any:
         try:
             with self._lock:
-                r = self._funcs[name](self.store, *args)
+                return self._funcs[name](self.store, *args)
         except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
             raise GateTrap(f"payments_sim.wasm trapped in {name}: {e}") from e
+
+    def _call(self, name: str, *args: Any) -> Any:
+        """A service call: its WIT error (a variant) raised as a :class:`ServiceError`."""
+        r = self._invoke(name, *args)
         if isinstance(r, Variant):
-            raise ServiceError(r.tag, r.payload)
+            raise ServiceError(r.tag, r.payload, self._invoke("message", r))
         return r
 
     def _mutate(self, name: str, *args: Any) -> Any:
@@ -202,6 +199,33 @@ class Payments:
 
     def tier(self) -> str:
         return self._call("tier")
+
+    # -- the gate's steps, answered by the service (WIT ``target``)
+
+    def capture(self, req: Request) -> Variant:
+        """The gate's capture step: ``captured`` or ``failed``."""
+        return self._invoke("capture", _record(
+            effect_id=req.effect_id, target=req.target, effect=req.effect, names=list(req.names)))
+
+    def apply(self, req: Request, now_ms: int) -> Variant:
+        """The gate's apply step at ``now_ms``: ``applied`` or ``rejected``. An applied
+        refund is stored before this returns; when that fails the refund may or may not
+        survive, so the answer is ``unknown`` (the WIT's rule for a host that cannot keep
+        the state)."""
+        request = _record(effect_id=req.effect_id, target=req.target, effect=req.effect,
+                          idempotency_key=req.idempotency_key, attempt=req.attempt)
+        with self._lock:  # the state file keeps up with the calls, in their order
+            reply = self._invoke("apply", request, int(now_ms))
+            if reply.tag == "applied" and self.path is not None:
+                try:
+                    write_state_file(self.path, self.snapshot())
+                except OSError as e:
+                    return Variant("unknown", f"state_io: message={json.dumps(str(e), ensure_ascii=False)}")
+            return reply
+
+    def query(self, req: Request) -> Variant:
+        """The gate's query step: ``found``, ``not-found`` or ``failed``."""
+        return self._invoke("query", _record(effect_id=req.effect_id, target=req.target, effect=req.effect))
 
 
 # ---------------------------------------------------------------- the original's free functions
