@@ -37,7 +37,7 @@ def main(n: int) -> None:
         payments = Payments.in_memory("2")
         for i in range(2 * n):
             payments.add_order(f"o{i}", 10_000)
-        gate = Interlock(os.path.join(d, "decorated"))
+        gate = Interlock(os.path.join(d, "decorated"), standing_lease=True)
 
         @gate.effect(key=lambda order, amount: f"refund:{order}",
                      premises=lambda order, amount, idempotency_key: payments.premises(order, idempotency_key),

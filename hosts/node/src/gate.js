@@ -233,12 +233,6 @@ export class GateComponent {
   }
 }
 
-/**
- * How recovery waits out another worker's live claim (see Gate.recover).
- * @type {Readonly<ClaimWait>}
- */
-export const DEFAULT_CLAIM_WAIT = { pollMs: 200, maxPolls: 150 };
-
 export class Gate {
   /** @type {GateApi} */
   #api;
@@ -255,16 +249,21 @@ export class Gate {
    * A fresh instance of the gate over `journal` (a backend: FileJournal, MemoryJournal,
    * IndexedDbJournal or your own with the same six sync methods) and `clock`.
    * `hooks` (tests): { beforeApply, afterApply, afterQuery }, called with (request, reply, { recovering }).
+   * `claimWait`: how recovery waits out a live claim; by default the gate's own (`defaults`).
    * @param {GateComponent<GateRoot>} component
    * @param {{ journal: JournalBackend, clock: Clock, hooks?: Hooks, claimWait?: ClaimWait }} options
    * @returns {Promise<Gate>}
    */
-  static async instantiate(component, { journal, clock, hooks = {}, claimWait = DEFAULT_CLAIM_WAIT }) {
+  static async instantiate(component, { journal, clock, hooks = {}, claimWait }) {
     const root = await component.instantiate(component.getCoreModule, {
       'interlock:gate/journal': journalImport(journal),
       'wasi:clocks/wall-clock': clockImport(clock),
     });
-    return new Gate(root.gate, journal, clock, hooks, claimWait);
+    if (!claimWait) {
+      const { claim_wait: w } = JSON.parse(root.gate.defaults());
+      claimWait = { pollMs: w.poll_ms, maxPolls: w.max_polls };
+    }
+    return new Gate(root.gate, journal, clock, hooks, /** @type {ClaimWait} */ (claimWait));
   }
 
   /**
@@ -464,6 +463,46 @@ export class Gate {
    */
   effectIdOf(proposal) {
     return this.#call('effectIdOf', jsonText(proposal));
+  }
+
+  /**
+   * The gate's defaults (`timeout_ms`, `dedupe_window_ms`, `claim_wait: { poll_ms,
+   * max_polls }`, `standing_lease_ms`): the one copy every host reads.
+   * @returns {{ timeout_ms: number, dedupe_window_ms: number, claim_wait: { poll_ms: number, max_polls: number }, standing_lease_ms: number }}
+   */
+  defaults() {
+    return JSON.parse(this.#call('defaults'));
+  }
+
+  /**
+   * How long to wait on a send of `effectId` before answering `unknown`: its recorded
+   * proposal's `target.timeout_ms`, the gate's default filled in.
+   * @param {string} effectId
+   * @returns {number}
+   */
+  sendTimeoutMs(effectId) {
+    return Number(this.#call('sendTimeoutMs', effectId));
+  }
+
+  /**
+   * The name of `agent`'s standing lease; grants nothing.
+   * @param {string} agent
+   * @returns {string}
+   */
+  standingLeaseName(agent) {
+    return this.#call('standingLeaseName', agent);
+  }
+
+  /**
+   * Grants `agent`'s standing lease if it never was (a revoked one stays revoked); its
+   * name. Recorded like any lease; durable on return.
+   * @param {string} agent
+   * @returns {Promise<string>}
+   */
+  async grantStandingLease(agent) {
+    const name = this.#call('grantStandingLease', agent);
+    await this.durable();
+    return name;
   }
 
   /**

@@ -1,7 +1,7 @@
 // The friendly API: Interlock (a gate over a journal) and effects defined as plain async
 // functions. Everything here is routing and value conversion; every decision is the
 // component's. Runs in Node and in a browser (the entry points pick the journal).
-import { Gate, DEFAULT_CLAIM_WAIT, jsonText, assertJson } from './gate.js';
+import { Gate, jsonText, assertJson } from './gate.js';
 import { Rejected, TargetTimeoutError, InterlockError, invalidField } from './errors.js';
 import { SystemClock } from './clock.js';
 
@@ -49,29 +49,37 @@ export class Interlock {
   /**
    * A gate over `journal` (any backend with the six sync journal methods; see
    * src/journal/). Options: `clock` (default the system clock), `agent` (the default agent
-   * name of effects), `claimWait` ({ pollMs, maxPolls }).
+   * name of effects), `claimWait` ({ pollMs, maxPolls }; default the gate's), and
+   * `standingLease` (default false): an effect that names no lease or approval runs under
+   * its agent's standing lease, which the gate names and grants (recorded, once). Without
+   * it such an effect is refused with InvalidFieldError at `/authority`, nothing recorded
+   * (docs/host-api.md).
    * @param {GateComponent<GateRoot> | Promise<GateComponent<GateRoot>>} component
    * @param {JournalBackend} journal
    * @param {OpenOptions} [options]
    * @returns {Promise<Interlock>}
    */
-  static async create(component, journal, { clock = new SystemClock(), agent = 'agent', claimWait = DEFAULT_CLAIM_WAIT } = {}) {
+  static async create(component, journal, { clock = new SystemClock(), agent = 'agent', claimWait, standingLease = false } = {}) {
     const gate = await Gate.instantiate(await component, { journal, clock, claimWait });
-    return new Interlock(gate, { agent });
+    return new Interlock(gate, { agent, standingLease });
   }
+
+  /** Whether effects that name no authority run under their agent's standing lease. */
+  #standingLease = false;
 
   /**
    * Use the entry's `Interlock.open` (or `create`).
    * @param {Gate} gate
-   * @param {{ agent: string }} options
+   * @param {{ agent: string, standingLease?: boolean }} options
    */
-  constructor(gate, { agent }) {
+  constructor(gate, { agent, standingLease = false }) {
     /** The low-level gate (steps, receipts, verify). */
     this.gate = gate;
     this.journal = gate.journal;
     this.clock = gate.clock;
     /** The default agent name of effects. */
     this.agent = agent;
+    this.#standingLease = standingLease === true;
     // This gate reaches only the targets defined on it: an open effect of any other target
     // (from a shared journal, or one defined in another process) is left open for a gate
     // that can reach it, never answered with a made-up reply.
@@ -160,7 +168,13 @@ export class Interlock {
         // The premises as the agent decides: read now, the effect's own result excluded.
         premises = await def.premises(effect, { effectId: effectId(effect, overrides) });
       }
-      return this.gate.submit(this.#proposal(def, effect, { ...overrides, premises }), this.#router);
+      const proposal = this.#proposal(def, effect, { ...overrides, premises });
+      if (this.#standing(def, overrides)) {
+        // Granted only for a proposal the gate takes: a refused one records nothing.
+        this.gate.effectIdOf(proposal);
+        await this.gate.grantStandingLease(/** @type {string} */ (proposal.agent));
+      }
+      return this.gate.submit(proposal, this.#router);
     };
     return Object.assign(call({}), {
       /** The same call with per-request settings: { approval, lease, premises, key }. */
@@ -185,22 +199,35 @@ export class Interlock {
     if (def.dedupeWindowMs !== undefined) target.dedupe_window_ms = def.dedupeWindowMs;
     target.lookup = Boolean(def.lookup);
     if (def.timeoutMs !== undefined) target.timeout_ms = def.timeoutMs;
+    const agent = def.agent ?? this.agent;
     const approval = o.approval ?? (o.lease ? undefined : def.approval);
-    /** @type {{ approval?: string, lease?: string, host_check?: boolean }} */
-    const authority = approval ? { approval } : { lease: o.lease ?? def.lease };
-    if (!authority.approval && !authority.lease) throw new TypeError(`effect ${def.target}: no authority (set \`lease\` or \`approval\`)`);
-    if (def.allowed) authority.host_check = true;
+    const lease = o.lease ?? def.lease ?? (this.#standing(def, o) ? this.gate.standingLeaseName(agent) : undefined);
+    // No authority named (and no standing authority asked for): the proposal goes without
+    // one and the gate refuses it (invalid-field /authority), nothing recorded.
+    /** @type {{ approval?: string, lease?: string, host_check?: boolean } | undefined} */
+    const authority = approval ? { approval } : lease ? { lease } : undefined;
+    if (authority && def.allowed) authority.host_check = true;
     /** @type {Record<string, unknown>} */
-    const p = { agent: def.agent ?? this.agent, target };
+    const p = { agent, target };
     const key = o.key ?? (typeof def.key === 'function' ? def.key(effect) : def.key);
     if (key !== undefined) p.key = key;
     p.effect = effect;
-    p.authority = authority;
+    if (authority) p.authority = authority;
     if (o.premises !== undefined) p.premises = o.premises;
     if (def.bounds && bounds) p.bounds = def.bounds;
     const cap = typeof def.cap === 'function' ? def.cap(effect) : def.cap;
     if (cap) p.cap = cap;
     return p;
+  }
+
+  /**
+   * Whether a call of `def` with `o` runs under the standing lease: it names no authority
+   * and this Interlock was opened with `standingLease`.
+   * @param {EffectDefinition} def
+   * @param {EffectOverrides} o
+   */
+  #standing(def, o) {
+    return this.#standingLease && !(o.approval ?? o.lease ?? def.approval ?? def.lease);
   }
 
   /**
@@ -261,8 +288,12 @@ export class Interlock {
   async #apply(req) {
     const { def, fn, effect } = this.#route(req);
     const args = def.params ? def.params.map((/** @type {string} */ p) => effect[p]) : [effect];
+    // The recorded proposal's timeout (the gate's default when it gave none): the claim
+    // recovery waits out, so the send must not outlive it. Asked before the send: a gate
+    // error here is not a send whose fate is unknown.
+    const timeoutMs = this.gate.sendTimeoutMs(req.effectId);
     try {
-      const result = await withTimeout(def.timeoutMs ?? 30_000, (signal) =>
+      const result = await withTimeout(timeoutMs, (signal) =>
         fn(...args, req.idempotencyKey, { effectId: req.effectId, attempt: req.attempt, signal }));
       return { tag: 'applied', val: JSON.stringify(result ?? null) };
     } catch (e) {

@@ -97,7 +97,7 @@ export interface EffectDefinition<E = JsonObject> {
   lookup?: (effect: E, ctx: { effectId: string }) => Json | undefined | Promise<Json | undefined>;
   dedupes?: boolean;
   dedupeWindowMs?: number;
-  /** Give up on the target after this long (the claim's length). Default 30000. */
+  /** Give up on the target after this long (the claim's length). Default: the gate's (`gate.defaults().timeout_ms`). */
   timeoutMs?: number;
   agent?: string;
 }
@@ -141,7 +141,18 @@ export interface Clock { nowMs(): number; sleep(ms: number): Promise<void> }
 /** How recovery waits out another worker's live claim. */
 export interface ClaimWait { pollMs: number; maxPolls: number }
 
-export interface OpenOptions { clock?: Clock; agent?: string; claimWait?: ClaimWait }
+export interface OpenOptions {
+  clock?: Clock;
+  agent?: string;
+  /** Default: the gate's (`gate.defaults().claim_wait`). */
+  claimWait?: ClaimWait;
+  /**
+   * Effects that name no lease or approval run under their agent's standing lease, which
+   * the gate names and grants once (recorded). Default false: such an effect is refused
+   * with InvalidFieldError at `/authority`, nothing recorded.
+   */
+  standingLease?: boolean;
+}
 
 /** What `recover` says of one open effect: its outcome, or the gate error it met. */
 export type Recovered =

@@ -24,11 +24,13 @@ from interlock.payments_sim import Payments
 
 # The original's snippet (the Python library Interlock was first written as;
 # ../shared/seeds/000_*), unchanged but for the import of the
-# simulated service, plus two lines that use it.
+# simulated service, plus two lines that use it, and `standing_lease=True`: its effect
+# names no lease, and standing authority is granted only when asked for
+# (docs/host-api.md, "Authority"); without it the call raises InvalidField at /authority.
 ORIGINAL_SNIPPET = textwrap.dedent('''
     from interlock.payments_sim import stripe, charge_for, is_eligible, refunded_total, can_refund, refund_exists
     from interlock import Interlock
-    gate = Interlock(".interlock")
+    gate = Interlock(".interlock", standing_lease=True)
     @gate.effect(
     key=lambda order, amount: f"refund:{order}",
     premises=lambda order, amount, idempotency_key: {
@@ -60,7 +62,7 @@ def test_the_original_snippet_runs_as_written(tmp_path):
 def world(tmp_path):
     payments = Payments.create(tmp_path / "payments.json", "2")
     payments.add_order("order_881", 10_000)
-    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(1_800_000_000_000))
+    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(1_800_000_000_000), standing_lease=True)
 
     @gate.effect(key=lambda order, amount: f"refund:{order}",
                  premises=lambda order, amount, idempotency_key: payments.premises(order, idempotency_key),
@@ -123,7 +125,7 @@ def test_an_undecorated_effect_stays_open_on_recover(world, tmp_path):
 
     with pytest.raises(SimulatedCrash):
         refund.gate.submit(refund.proposal("order_881", 2000), crash_before_effect=True)
-    fresh = Interlock(tmp_path / ".interlock", clock=FakeClock(1_800_000_000_000 + 60_000))
+    fresh = Interlock(tmp_path / ".interlock", clock=FakeClock(1_800_000_000_000 + 60_000), standing_lease=True)
     report = fresh.recover()  # `refund` is not decorated on `fresh`: not routed
     assert [(o.status, o.reason) for o in report] == [("DISPATCHED", "target_unroutable")]
     assert not report.errors and len(fresh.open_effects()) == 1

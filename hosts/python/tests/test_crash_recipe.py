@@ -48,7 +48,7 @@ def decorate(gate, payments, tier):
 ])
 def test_crash_after_effect_then_recover(tmp_path, tier, status, via):
     payments = service(tmp_path, tier)
-    gate = Interlock(tmp_path / ".interlock")
+    gate = Interlock(tmp_path / ".interlock", standing_lease=True)
     refund_money = decorate(gate, payments, tier)
     proposal = refund_money.proposal(ORDER, 2000)
     with pytest.raises(SimulatedCrash):
@@ -56,7 +56,7 @@ def test_crash_after_effect_then_recover(tmp_path, tier, status, via):
     assert payments.refund_count() == 1  # the service committed before the "crash"
 
     # The restart: a new Interlock on the same directory, the function decorated again.
-    gate = Interlock(tmp_path / ".interlock")
+    gate = Interlock(tmp_path / ".interlock", standing_lease=True)
     refund_money = decorate(gate, payments, tier)
     recovered = gate.recover()
     assert [o.status for o in recovered] == [status], recovered
@@ -75,7 +75,7 @@ def test_crash_after_effect_then_recover(tmp_path, tier, status, via):
 
 def test_the_crashed_interlock_is_dead_and_released_its_lock(tmp_path):
     payments = service(tmp_path, "3")
-    gate = Interlock(tmp_path / ".interlock")
+    gate = Interlock(tmp_path / ".interlock", standing_lease=True)
     refund_money = decorate(gate, payments, "3")
     with pytest.raises(SimulatedCrash):
         refund_money.gate.submit(refund_money.proposal(ORDER, 2000), crash_after_effect=True)
@@ -105,12 +105,12 @@ def test_async_effect_crash_and_awaitable_recover(tmp_path):
         return refund_money
 
     async def main():
-        gate = Interlock(tmp_path / ".interlock")
+        gate = Interlock(tmp_path / ".interlock", standing_lease=True)
         refund_money = decorate_async(gate)
         proposal = await refund_money.aproposal(ORDER, 2000)
         with pytest.raises(SimulatedCrash):
             await refund_money.gate.asubmit(proposal, crash_after_effect=True)
-        gate = Interlock(tmp_path / ".interlock")
+        gate = Interlock(tmp_path / ".interlock", standing_lease=True)
         refund_money = decorate_async(gate)
         recovered = await gate.arecover()
         assert [o.status for o in recovered] == [COMMITTED]

@@ -26,7 +26,7 @@ def fresh(tmp_path):
     effect whose function counts its calls."""
     payments = Payments.in_memory("2")
     payments.add_order("#881", 10_000)
-    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0))
+    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0), standing_lease=True)
     calls = []
 
     @gate.effect(key=lambda order, amount: f"refund:{order}",
@@ -84,7 +84,7 @@ def test_bounds_through_the_effect_api(tmp_path):
     payments = Payments.in_memory("2")
     payments.add_order("order_1", 10_000)
     payments.add_order("order_2", 10_000)
-    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0))
+    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0), standing_lease=True)
 
     @gate.effect(key=lambda order, amount: f"refund:{order}",
                  premises=lambda order, amount, idempotency_key: {

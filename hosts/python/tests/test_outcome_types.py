@@ -46,7 +46,7 @@ def test_the_enums_are_the_wits():
 def test_an_outcome_carries_enums_that_are_still_the_journals_spellings(tmp_path):
     payments = Payments.in_memory("2")
     payments.add_order("order_881", 10_000)
-    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0))
+    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0), standing_lease=True)
 
     @gate.effect(key=lambda order, amount: f"refund:{order}",
                  premises=lambda order, amount, idempotency_key: payments.premises(order, idempotency_key))
@@ -78,7 +78,7 @@ def test_journal_errors_are_interlock_errors(tmp_path):
 
 def test_premises_returning_a_future_on_the_sync_path_is_the_async_type_error(tmp_path):
     loop = asyncio.new_event_loop()
-    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0))
+    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0), standing_lease=True)
 
     @gate.effect(premises=lambda order, idempotency_key: loop.create_future())
     def ship(order, idempotency_key):

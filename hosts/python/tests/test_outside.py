@@ -39,7 +39,7 @@ def written(tmp_path):
     receipt signed with KEY."""
     payments = Payments.create(tmp_path / "payments.json", "2")
     payments.add_order("order_881", 10_000)
-    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(1_800_000_000_000))
+    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(1_800_000_000_000), standing_lease=True)
 
     @gate.effect(key=lambda order, amount, note, rate, tags: f"refund:{order}",
                  premises=lambda order, amount, note, rate, tags, idempotency_key:

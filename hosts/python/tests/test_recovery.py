@@ -39,7 +39,7 @@ def crashed_after_the_send(tmp_path, tier, **kw):
     payments = Payments.in_memory(tier)
     payments.add_order(ORDER, 10_000)
     clock = FakeClock(T0)
-    gate = Interlock(tmp_path / ".interlock", clock=clock)
+    gate = Interlock(tmp_path / ".interlock", clock=clock, standing_lease=True)
     refund = define_payments(gate, payments, **kw)
     with pytest.raises(SimulatedCrash):
         refund.gate.submit(refund.proposal(ORDER, 2000), crash_after_effect=True)
@@ -50,7 +50,7 @@ def crashed_after_the_send(tmp_path, tier, **kw):
 def test_an_effect_of_a_target_not_defined_here_stays_open_and_nothing_is_written(tmp_path):
     payments, clock, d = crashed_after_the_send(tmp_path, "2")
     clock.advance(60_000)  # the claim has expired
-    other = Interlock(d, clock=clock)
+    other = Interlock(d, clock=clock, standing_lease=True)
 
     @other.effect(name="emails")
     def send_email(to):
@@ -76,9 +76,9 @@ def test_receipt_attempts_count_only_real_sends(tmp_path):
     sends: List[str] = []
     payments, clock, d = crashed_after_the_send(tmp_path, "1", premises=False, sends=sends)
     clock.advance(60_000)
-    with Interlock(d, clock=clock) as blind:
+    with Interlock(d, clock=clock, standing_lease=True) as blind:
         blind.recover()  # defines nothing: the effect is left alone
-    gate = Interlock(d, clock=clock)
+    gate = Interlock(d, clock=clock, standing_lease=True)
     define_payments(gate, payments, premises=False, sends=sends)
     [out] = gate.recover()
     assert out.status == COMMITTED and out.receipt().via == "recovery-retry"
@@ -100,7 +100,7 @@ def flaky_check(fails):
 def test_a_host_check_that_raises_at_submit_leaves_the_effect_open(tmp_path):
     payments = Payments.in_memory("2")
     payments.add_order(ORDER, 10_000)
-    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0))
+    gate = Interlock(tmp_path / ".interlock", clock=FakeClock(T0), standing_lease=True)
     sends: List[str] = []
     refund = define_payments(gate, payments, allowed=flaky_check([1]), sends=sends)
     out = refund(ORDER, 2000)
@@ -115,7 +115,7 @@ def test_a_host_check_that_raises_at_recovery_leaves_the_effect_open(tmp_path):
     sends: List[str] = []
     payments, clock, d = crashed_after_the_send(tmp_path, "1", allowed=lambda o, a: True, sends=sends)
     clock.advance(60_000)
-    gate = Interlock(d, clock=clock)
+    gate = Interlock(d, clock=clock, standing_lease=True)
     define_payments(gate, payments, allowed=flaky_check([1]), sends=sends)
     [out] = gate.recover()
     assert (out.status, out.reason) == ("DISPATCHED", "read_failed")
@@ -128,7 +128,7 @@ def test_a_host_check_that_raises_at_recovery_leaves_the_effect_open(tmp_path):
 
 def test_recover_can_report_a_live_claim_instead_of_waiting(tmp_path):
     payments, clock, d = crashed_after_the_send(tmp_path, "2", timeout_ms=30_000)
-    gate = Interlock(d, clock=clock, claim_wait=False)
+    gate = Interlock(d, clock=clock, claim_wait=False, standing_lease=True)
     define_payments(gate, payments, timeout_ms=30_000)
     before = (d / "journal.jsonl").read_bytes()
     for report in (gate.recover(), gate.recover(claim_wait=ClaimWait(max_polls=0)),
@@ -148,7 +148,7 @@ def test_a_journal_failure_after_the_send_does_not_say_nothing_was_sent(tmp_path
     payments = Payments.in_memory("2")
     payments.add_order(ORDER, 10_000)
     clock = FakeClock(T0)
-    gate = Interlock(tmp_path / ".interlock", clock=clock)
+    gate = Interlock(tmp_path / ".interlock", clock=clock, standing_lease=True)
 
     @gate.effect(name="payments", key=lambda order, amount: f"refund:{order}",
                  lookup=lambda order, amount, idempotency_key: payments.find_by_reference(idempotency_key),
@@ -163,7 +163,7 @@ def test_a_journal_failure_after_the_send_does_not_say_nothing_was_sent(tmp_path
     assert "nothing was sent" not in str(e.value) and "recover()" in str(e.value)
     assert payments.refund_count() == 1  # it was sent
     clock.advance(60_000)
-    again = Interlock(tmp_path / ".interlock", clock=clock)
+    again = Interlock(tmp_path / ".interlock", clock=clock, standing_lease=True)
     define_payments(again, payments, premises=False)
     [out] = again.recover()
     assert out.status == COMMITTED and payments.refund_count() == 1

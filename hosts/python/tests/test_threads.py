@@ -21,7 +21,8 @@ def test_threads_share_one_interlock_and_the_journal_stays_whole(tmp_path):
     for i in range(ORDERS):
         payments.add_order(f"order_{i}", 10_000)
     d = tmp_path / ".interlock"
-    gate = Interlock(d)  # a fresh journal and no lease named: the standing lease is granted once
+    # A fresh journal and no lease named: the standing lease (asked for) is granted once.
+    gate = Interlock(d, standing_lease=True)
     sends = []
 
     @gate.effect(key=lambda order, amount: f"refund:{order}",
@@ -59,7 +60,7 @@ def test_threads_share_one_interlock_and_the_journal_stays_whole(tmp_path):
     gate.close()
 
     FileJournal.open(d).close()  # the file still opens: no duplicate seq anywhere
-    with Interlock(d) as again:
+    with Interlock(d, standing_lease=True) as again:
         assert again.verify().ok
         assert again.open_effects() == []
         ids = {o.effect_id for o in outcomes}
@@ -75,7 +76,7 @@ def test_async_effects_interleave_on_one_interlock(tmp_path):
     payments = Payments.in_memory("2")
     for i in range(20):
         payments.add_order(f"order_{i}", 10_000)
-    gate = Interlock(tmp_path / ".interlock")
+    gate = Interlock(tmp_path / ".interlock", standing_lease=True)
 
     async def premises(order, amount, idempotency_key):
         await asyncio.sleep(0)

@@ -1,7 +1,7 @@
 """The decorator API of the original (the Python library Interlock was first written as),
 mapped onto the gate's proposal schema (ARCHITECTURE.md, "Proposal"):
 
-    gate = Interlock(".interlock")
+    gate = Interlock(".interlock", standing_lease=True)
 
     @gate.effect(key=lambda order, amount: f"refund:{order}",
                  premises=lambda order, amount, idempotency_key: {...},
@@ -15,11 +15,13 @@ mapped onto the gate's proposal schema (ARCHITECTURE.md, "Proposal"):
 Each decorated function is its own target (named after the function): the gate's capture
 step calls ``premises``, authorize calls ``allowed``, apply calls the function with the
 gate's idempotency key, query calls ``lookup``. What any answer means is the gate's
-business; nothing here decides.
+business; nothing here decides. The behaviour, rule by rule with Node's spelling beside
+it: docs/host-api.md.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import json
@@ -59,8 +61,6 @@ from .gate import (
 from .gate import allowed as allowed_reply
 from .journal import FileJournal
 
-#: The standing lease's life when the API grants it for you (see ``Interlock``).
-STANDING_LEASE_MS = 10 * 365 * 24 * 3_600_000
 IDEMPOTENCY_KEY = "idempotency_key"
 
 #: A setting given as is, or computed from the call's arguments.
@@ -165,7 +165,8 @@ class Effect:
     def __init__(self, gate: "Interlock", fn: Callable[..., Any], *, name: Optional[str],
                  key: Optional[Callable[..., Any]], premises: Optional[Callable[..., Any]],
                  allowed: Optional[Callable[..., Any]], lookup: Optional[Callable[..., Any]],
-                 dedupes: bool, dedupe_window_ms: int, timeout_ms: int, agent: Optional[str],
+                 dedupes: bool, dedupe_window_ms: Optional[int], timeout_ms: Optional[int],
+                 agent: Optional[str],
                  lease: Computed, bounds: Computed, cap: Computed,
                  rejects: Tuple[type, ...]):
         self.fn = fn
@@ -205,7 +206,9 @@ class Effect:
 
     def capture(self, req: Request) -> Reply:
         if self.premises is None:
-            return captured({})
+            # The gate asks only for premises the proposal (or its approval) names; with no
+            # function to read them, claiming an empty read would be a lie.
+            return failed(f"{self.name} defines no premises")
         try:
             values = self.values_of_request(req)
         except ValueError as e:
@@ -230,7 +233,8 @@ class Effect:
 
     def authorize(self, req: Request) -> Reply:
         if self.allowed is None:
-            return allowed_reply(False)  # asked for a check nobody installed: no
+            # Asked for a check nobody installed here: it cannot be made, which is not a "no".
+            return failed(f"{self.name} defines no allowed() check")
         try:
             values = self.values_of_request(req)
         except ValueError as e:
@@ -260,6 +264,12 @@ class Effect:
             r = self.fn(*values, **kwargs)
         except Exception as e:  # noqa: BLE001 - the gate decides what an error means
             return err(e)
+        if inspect.isawaitable(r):
+            # An async send waits at most the recorded proposal's timeout (the claim recovery
+            # waits out); a sync one cannot be interrupted and runs to its end. Asked outside
+            # the send's try: a gate error here is not a send whose fate is unknown.
+            timeout_ms = self.interlock.host().send_timeout_ms(req.effect_id)
+            r = asyncio.wait_for(r, timeout_ms / 1000)
         return _then(r, lambda v: applied(_to_json(v)), err)
 
     def query(self, req: Request) -> Reply:
@@ -285,25 +295,31 @@ class Effect:
 
     def proposal_base(self, values: List[Any]) -> Dict[str, Any]:
         gate = self.interlock
-        p: Dict[str, Any] = {
-            "agent": self.agent or gate.agent,
-            "target": {
-                "name": self.name,
-                "dedupes": bool(self.dedupes),
-                "lookup": self.lookup is not None,
-                "dedupe_window_ms": int(self.dedupe_window_ms),
-                "timeout_ms": int(self.timeout_ms),
-            },
-            "effect": dict(zip(self.params, values)),
+        agent = self.agent or gate.agent
+        target: Dict[str, Any] = {
+            "name": self.name,
+            "dedupes": bool(self.dedupes),
+            "lookup": self.lookup is not None,
         }
+        # Left out unless given: the gate's defaults apply (hosts keep no copy of them).
+        if self.dedupe_window_ms is not None:
+            target["dedupe_window_ms"] = self.dedupe_window_ms
+        if self.timeout_ms is not None:
+            target["timeout_ms"] = self.timeout_ms
+        p: Dict[str, Any] = {"agent": agent, "target": target, "effect": dict(zip(self.params, values))}
         if self.key is not None:
             p["key"] = self.key(*values)
         lease = self.lease(*values) if callable(self.lease) else self.lease
-        # The standing lease is granted at the submit, once the proposal is known good.
-        authority: Dict[str, Any] = {"lease": lease or gate.standing_lease_name()}
-        if self.allowed is not None:
-            authority["host_check"] = True
-        p["authority"] = authority
+        if not lease and gate.standing:
+            # Granted at the submit, once the proposal is known good (see Interlock._prepare).
+            lease = gate.host().standing_lease_name(agent)
+        if lease:
+            authority: Dict[str, Any] = {"lease": lease}
+            if self.allowed is not None:
+                authority["host_check"] = True
+            p["authority"] = authority
+        # else: no authority stated; the gate refuses the proposal (InvalidField
+        # /authority) and nothing is recorded.
         for name, extra in (("bounds", self.bounds), ("cap", self.cap)):
             if extra is not None:
                 p[name] = extra(*values) if callable(extra) else extra
@@ -392,20 +408,22 @@ class Interlock:
 
     ``agent`` names who proposes. Authority: an effect's ``lease=`` (a name, or a function
     of the call's arguments), an approval (set ``proposal["authority"] = {"approval": id}``
-    after :meth:`approve`), or else the *standing lease* ``"<agent>-standing"``, which this
-    API grants (for ten years) the first time a proposal needs it and never again: once
-    revoked with :meth:`revoke_lease`, it stays revoked, and every effect under it is
-    refused. ``claim_wait``: how :meth:`recover` waits out another worker's live claim
-    (``True``: as the gate says, up to ~30 s; ``False``: not at all; or a
+    after :meth:`approve`), or, only with ``standing_lease=True``, the agent's *standing
+    lease*, which the gate names (``"<agent>-standing"``) and grants, recorded like any
+    lease, the first time a proposal needs it and never again: once revoked with
+    :meth:`revoke_lease`, it stays revoked, and every effect under it is refused. Without
+    any of these a call raises :class:`interlock.InvalidField` (``/authority``), nothing
+    recorded. ``claim_wait``: how :meth:`recover` waits out another worker's live claim
+    (``True``: as the gate's defaults say; ``False``: not at all; or a
     :class:`interlock.ClaimWait`). ``clock`` is for tests
-    (:class:`interlock.clock.FakeClock`).
+    (:class:`interlock.clock.FakeClock`). docs/host-api.md has every rule.
 
     One Interlock may be shared by threads: calls into the gate take turns (one lock),
     while effect functions, premises, checks and lookups run concurrently between them."""
 
     def __init__(self, path: Union[str, "os.PathLike[str]"] = ".interlock", *, agent: str = "agent",
                  clock: Optional[Clock] = None, claim_wait: Union[bool, ClaimWait] = True,
-                 wasm: Optional[Path] = None):
+                 standing_lease: bool = False, wasm: Optional[Path] = None):
         if isinstance(path, (str, bytes)):
             url = _URL.match(os.fsdecode(path))
             if url:
@@ -413,6 +431,8 @@ class Interlock:
         self.claim_wait = claim_wait_of(claim_wait)
         self.path = Path(path)
         self.agent = agent
+        #: Whether effects that name no lease run under the agent's standing lease.
+        self.standing = standing_lease is True
         self.clock: Clock = clock or SystemClock()
         self._wasm = wasm
         # Serializes every gate call, and what must change together with one (the gate
@@ -457,21 +477,21 @@ class Interlock:
 
     @overload
     def effect(self, fn: Callable[..., Any], *, key: Fn = None, premises: Fn = None, allowed: Fn = None,
-               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: int = 86_400_000,
-               timeout_ms: int = 30_000, name: Optional[str] = None, agent: Optional[str] = None,
+               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: Optional[int] = None,
+               timeout_ms: Optional[int] = None, name: Optional[str] = None, agent: Optional[str] = None,
                lease: Computed = None, bounds: Computed = None, cap: Computed = None,
                rejects: Sequence[type] = ()) -> "Gated": ...
 
     @overload
     def effect(self, fn: None = None, *, key: Fn = None, premises: Fn = None, allowed: Fn = None,
-               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: int = 86_400_000,
-               timeout_ms: int = 30_000, name: Optional[str] = None, agent: Optional[str] = None,
+               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: Optional[int] = None,
+               timeout_ms: Optional[int] = None, name: Optional[str] = None, agent: Optional[str] = None,
                lease: Computed = None, bounds: Computed = None, cap: Computed = None,
                rejects: Sequence[type] = ()) -> Callable[[Callable[..., Any]], "Gated"]: ...
 
     def effect(self, fn: Fn = None, *, key: Fn = None, premises: Fn = None, allowed: Fn = None,
-               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: int = 86_400_000,
-               timeout_ms: int = 30_000, name: Optional[str] = None, agent: Optional[str] = None,
+               lookup: Fn = None, dedupes: bool = False, dedupe_window_ms: Optional[int] = None,
+               timeout_ms: Optional[int] = None, name: Optional[str] = None, agent: Optional[str] = None,
                lease: Computed = None, bounds: Computed = None, cap: Computed = None,
                rejects: Sequence[type] = ()) -> Union["Gated", Callable[[Callable[..., Any]], "Gated"]]:
         """Gates a function with external effects (see the module documentation).
@@ -483,7 +503,8 @@ class Interlock:
         authority check, asked at dispatch and at recovery (if it raises, the effect stays
         open). ``lookup(*args, idempotency_key)``: whether the effect already happened
         (truthy: found). ``dedupes``: the target dedupes on the idempotency key within
-        ``dedupe_window_ms``. ``timeout_ms``: how long a send may take (the claim).
+        ``dedupe_window_ms``. ``timeout_ms``: how long a send may take (the claim). Both
+        default to the gate's (``gate.host().defaults()``).
         ``bounds``: premises that may move within a bound (``{"name": {"at_most": n}}``).
         ``rejects``: exception types that mean "refused, nothing applied" (besides
         :class:`interlock.Rejected`); any other exception leaves the send's fate unknown."""
@@ -555,14 +576,16 @@ class Interlock:
         return self.host().effect_id_of(self._text(proposal))
 
     def _prepare(self, proposal: Proposal) -> Tuple[GateHost, str]:
-        """The proposal's text, checked, and the standing lease granted if it needs it:
-        a proposal that fails records nothing, the lease's grant included."""
+        """The proposal's text, checked, and the standing lease granted if it runs under
+        it (``standing_lease=True``): a proposal that fails records nothing, the lease's
+        grant included."""
         text = self._text(proposal)
         host = self.host()
-        with self._lock:
-            if self._standing_missing() and _lease_of(text) == self.standing_lease_name():
+        if self.standing:
+            agent, lease = _agent_and_lease_of(text)
+            if isinstance(agent, str) and lease is not None and lease == _standing_name(host, agent):
                 host.effect_id_of(text)  # raises on a proposal the gate refuses
-                self.standing_lease()
+                host.grant_standing_lease(agent)
         return host, text
 
     def submit(self, proposal: Proposal, *, crash_after_effect: bool = False,
@@ -648,20 +671,14 @@ class Interlock:
     # -- authority
 
     def standing_lease_name(self) -> str:
-        """The default authority's lease name (nothing is granted)."""
-        return f"{self.agent}-standing"
-
-    def _standing_missing(self) -> bool:
-        journal = self._journal.journal
-        return journal is not None and journal.length(f"lease:{self.standing_lease_name()}") == 0
+        """The agent's standing lease name, as the gate names it (nothing is granted)."""
+        return self.host().standing_lease_name(self.agent)
 
     def standing_lease(self) -> str:
-        """The default authority's lease name, granted here if it never was."""
-        name = self.standing_lease_name()
-        with self._lock:  # two threads must not both see it missing and grant it twice
-            if self._standing_missing():
-                self.lease(name, expires_at_ms=self.clock.now_ms() + STANDING_LEASE_MS)
-        return name
+        """Grants the agent's standing lease if it never was (the gate decides its name and
+        life, and records the grant); returns its name. An explicit ask for standing
+        authority, as ``standing_lease=True`` is for every effect naming no lease."""
+        return self.host().grant_standing_lease(self.agent)
 
     def lease(self, name: str, ttl_s: Optional[float] = None, *, expires_at_ms: Optional[int] = None) -> str:
         """Grants (or extends) the lease ``name`` for ``ttl_s`` seconds or until
@@ -702,11 +719,19 @@ class Interlock:
         self.host().revoke_approval(approval)
 
 
-def _lease_of(text: str) -> Any:
+def _agent_and_lease_of(text: str) -> Tuple[Any, Any]:
     try:
-        return json.loads(text)["authority"]["lease"]
+        p = json.loads(text)
+        return p["agent"], p["authority"]["lease"]
     except (ValueError, TypeError, KeyError):
-        return None  # not a proposal under a lease: the gate says what is wrong, if anything
+        return None, None  # not a proposal under a lease: the gate says what is wrong, if anything
+
+
+def _standing_name(host: GateHost, agent: str) -> Optional[str]:
+    try:
+        return host.standing_lease_name(agent)
+    except InvalidField:
+        return None  # no standing lease for such an agent; the gate refuses the proposal
 
 
 def _crash_point(after: bool, before: bool) -> Optional[str]:

@@ -29,6 +29,7 @@ from typing import (
     Sequence,
     Tuple,
     Union,
+    cast,
 )
 
 import wasmtime
@@ -459,10 +460,11 @@ class ClaimWait:
     """How recovery waits out another worker's live claim: at most ``max_polls`` polls,
     each as long as the gate says the claim has left (``poll_ms`` when it does not say).
     ``max_polls=0`` does not wait: the outcome is reported open, reason ``claim_live``,
-    with ``retry_after_ms``."""
+    with ``retry_after_ms``. A field left ``None`` is the gate's default (its
+    ``defaults`` export): hosts keep no copy of it."""
 
-    poll_ms: int = 200
-    max_polls: int = 150
+    poll_ms: Optional[int] = None
+    max_polls: Optional[int] = None
 
 
 DEFAULT_CLAIM_WAIT = ClaimWait()
@@ -527,7 +529,8 @@ class GateHost:
         for name in (
             "effect-id-of", "submit", "resume", "cancel", "open-effects", "recover",
             "set-routes", "grant-lease", "revoke-lease", "approve", "revoke-approval", "confirm",
-            "receipt", "check-receipt", "verify",
+            "receipt", "check-receipt", "verify", "defaults", "send-timeout-ms",
+            "standing-lease-name", "grant-standing-lease",
         ):
             idx = instance.get_export_index(self.store, name, gi)
             func = instance.get_func(self.store, idx) if idx is not None else None
@@ -595,6 +598,31 @@ class GateHost:
 
     def effect_id_of(self, proposal: str) -> str:
         return self._call("effect-id-of", proposal)
+
+    def defaults(self) -> Dict[str, Any]:
+        """The gate's defaults (``timeout_ms``, ``dedupe_window_ms``, ``claim_wait``:
+        ``{poll_ms, max_polls}``, ``standing_lease_ms``): the one copy every host reads."""
+        return cast(Dict[str, Any], json.loads(self._call("defaults")))
+
+    def send_timeout_ms(self, effect_id: str) -> int:
+        """How long to wait on a send of ``effect_id``: its recorded proposal's
+        ``target.timeout_ms``, the gate's default filled in."""
+        return int(self._call("send-timeout-ms", effect_id))
+
+    def standing_lease_name(self, agent: str) -> str:
+        return cast(str, self._call("standing-lease-name", agent))
+
+    def grant_standing_lease(self, agent: str) -> str:
+        """Grants ``agent``'s standing lease if it never was (a revoked one stays revoked);
+        its name. Recorded like any lease; durable on return."""
+        return cast(str, self._call("grant-standing-lease", agent))
+
+    def _claim_wait(self, wait: Any) -> Tuple[int, int]:
+        """``(poll_ms, max_polls)`` of ``wait``, the gate's defaults filled in."""
+        w = claim_wait_of(wait)
+        d = self.defaults()["claim_wait"]
+        return (d["poll_ms"] if w.poll_ms is None else w.poll_ms,
+                d["max_polls"] if w.max_polls is None else w.max_polls)
 
     def submit_step(self, proposal: str) -> Any:
         return self._call("submit", proposal)
@@ -759,34 +787,34 @@ class GateHost:
         return o.status is State.DISPATCHED and o.reason is Reason.CLAIM_LIVE
 
     @staticmethod
-    def _wait_ms(wait: ClaimWait, o: Outcome) -> int:
+    def _wait_ms(poll_ms: int, o: Outcome) -> int:
         # The claim is live until strictly after its deadline.
-        return wait.poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1
+        return poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1
 
     def recover(self, effect_id: str, targets: Targets, claim_wait: Any = True) -> Outcome:
         """Recovers one effect by the gate's recovery table. While another worker's claim is
         live the gate says so (``claim_live``, ``retry_after_ms``); this waits exactly that
         long and asks again, as ``claim_wait`` allows (see :class:`ClaimWait`)."""
-        wait = claim_wait_of(claim_wait)
+        poll_ms, max_polls = self._claim_wait(claim_wait)
         self.route(targets)
         polls = 0
         while True:
             o = self.drive(self.recover_step(effect_id), targets, recovering=True)
-            if not self._claim_live(o) or polls >= wait.max_polls:
+            if not self._claim_live(o) or polls >= max_polls:
                 return o
             polls += 1
-            self.clock.sleep(self._wait_ms(wait, o))
+            self.clock.sleep(self._wait_ms(poll_ms, o))
 
     async def arecover(self, effect_id: str, targets: Targets, claim_wait: Any = True) -> Outcome:
-        wait = claim_wait_of(claim_wait)
+        poll_ms, max_polls = self._claim_wait(claim_wait)
         self.route(targets)
         polls = 0
         while True:
             o = await self.adrive(self.recover_step(effect_id), targets, recovering=True)
-            if not self._claim_live(o) or polls >= wait.max_polls:
+            if not self._claim_live(o) or polls >= max_polls:
                 return o
             polls += 1
-            await self.clock.asleep(self._wait_ms(wait, o))
+            await self.clock.asleep(self._wait_ms(poll_ms, o))
 
     def recover_all(self, targets: Targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
         """Recovers every open effect: ``[(effect_id, Outcome or exception)]``. One effect's
