@@ -60,7 +60,7 @@ from interlock.payments_sim import Payments
 assert "site-packages" in interlock.__file__, interlock.__file__
 payments = Payments.create("payments.json", "2")
 payments.add_order("order_881", 10_000)
-gate = Interlock(".interlock")
+gate = Interlock(".interlock", standing_lease=True)
 @gate.effect(key=lambda order, amount: f"refund:{order}",
              premises=lambda order, amount, idempotency_key: payments.premises(order, idempotency_key),
              lookup=lambda order, amount, idempotency_key: payments.find_by_reference(idempotency_key))
