@@ -11,3 +11,7 @@ echo "dist/interlock_gate.wasm ($(wc -c < dist/interlock_gate.wasm) bytes)"
 cargo build --release --target wasm32-wasip2 --manifest-path adapters/payments-sim/component/Cargo.toml "$@"
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_payments_sim_component.wasm" dist/payments_sim.wasm
 echo "dist/payments_sim.wasm ($(wc -c < dist/payments_sim.wasm) bytes)"
+# The journal file format, loaded by the Node and Python file journals (imports nothing).
+cargo build --release --target wasm32-wasip2 --manifest-path adapters/journal-format/component/Cargo.toml "$@"
+cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_journal_format_component.wasm" dist/journal_format.wasm
+echo "dist/journal_format.wasm ($(wc -c < dist/journal_format.wasm) bytes)"

@@ -120,3 +120,71 @@ fn write_seeds() {
         std::fs::write(root.join("proposal").join(format!("seed-{i:02}")), bytes).unwrap();
     }
 }
+
+/// What the Rust file journal makes of every input of the file_journal corpus, opened as a
+/// journal.jsonl: its streams (name, length, open) or its refusal (kind and text). The Node
+/// and Python hosts replay the same inputs against this table
+/// (hosts/node/test/fuzz-replay.test.js, hosts/python/tests/test_fuzz_replay.py), so the
+/// three hosts accept and refuse exactly the same files. The table is checked in; this test
+/// fails when it is stale. `INTERLOCK_BLESS=1 cargo test --manifest-path fuzz/Cargo.toml
+/// file_journal_table` rewrites it.
+#[test]
+fn file_journal_table() {
+    use interlock_file_journal::{Error, FileJournal};
+    use serde_json::{json, Map, Value};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut table = Map::new();
+    for kind in ["regressions", "seeds"] {
+        let mut files: Vec<_> = std::fs::read_dir(root.join(kind).join("file_journal"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().is_some_and(|f| f != ".keep"))
+            .collect();
+        files.sort();
+        for f in files {
+            let tmp = std::env::temp_dir().join(format!(
+                "interlock-fuzz-table-{}-{}",
+                std::process::id(),
+                table.len()
+            ));
+            std::fs::create_dir_all(&tmp).unwrap();
+            std::fs::copy(&f, tmp.join("journal.jsonl")).unwrap();
+            let result = match FileJournal::open(&tmp) {
+                Ok(j) => {
+                    let open = j.open_streams();
+                    let streams: Vec<Value> = j
+                        .streams()
+                        .into_iter()
+                        .map(|s| json!([s, j.length(&s), open.contains(&s)]))
+                        .collect();
+                    json!({ "streams": streams })
+                }
+                Err(e) => {
+                    let kind = match e {
+                        Error::TornTail { .. } => "torn-tail",
+                        Error::Corrupt { .. } => "corrupt",
+                        ref other => panic!("{}: unexpected error {other}", f.display()),
+                    };
+                    json!({ "error": kind, "message": e.to_string() })
+                }
+            };
+            std::fs::remove_dir_all(&tmp).unwrap();
+            let name = format!(
+                "{kind}/file_journal/{}",
+                f.file_name().unwrap().to_str().unwrap()
+            );
+            table.insert(name, result);
+        }
+    }
+    let text = serde_json::to_string_pretty(&Value::Object(table)).unwrap() + "\n";
+    let path = root.join("file_journal_expected.json");
+    if std::env::var_os("INTERLOCK_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    let have = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        have == text,
+        "{} is stale: rerun with INTERLOCK_BLESS=1",
+        path.display()
+    );
+}

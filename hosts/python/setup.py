@@ -1,6 +1,6 @@
-"""Copies the two components (dist/interlock_gate.wasm, dist/payments_sim.wasm, built by
-scripts/build-wasm.sh) into the package at build time, so a wheel carries them and installs
-where no Rust toolchain exists. Everything else is in pyproject.toml."""
+"""Copies the components (dist/interlock_gate.wasm, dist/payments_sim.wasm,
+dist/journal_format.wasm, built by scripts/build-wasm.sh) into the package at build time,
+so a wheel carries them and installs where no Rust toolchain exists. Everything else is in pyproject.toml."""
 
 import os
 import shutil
@@ -10,7 +10,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-COMPONENTS = ("interlock_gate.wasm", "payments_sim.wasm")
+COMPONENTS = ("interlock_gate.wasm", "payments_sim.wasm", "journal_format.wasm")
 
 
 def copy_components() -> None:

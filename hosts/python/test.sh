@@ -12,7 +12,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 VENV=${INTERLOCK_PY_VENV:-$HERE/.venv}
 PY=${PYTHON:-python3}
 
-for c in interlock_gate.wasm payments_sim.wasm; do
+for c in interlock_gate.wasm payments_sim.wasm journal_format.wasm; do
   if [ ! -f "$ROOT/dist/$c" ]; then
     echo "test.sh: $ROOT/dist/$c is missing; run bash scripts/build-wasm.sh first" >&2
     exit 2
@@ -35,7 +35,8 @@ WHEEL=$(ls "$WHEELS"/interlock-*.whl)
 "$VENV/bin/python" - "$WHEEL" <<'PY'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-for c in ("interlock/wasm/interlock_gate.wasm", "interlock/wasm/payments_sim.wasm"):
+for c in ("interlock/wasm/interlock_gate.wasm", "interlock/wasm/payments_sim.wasm",
+          "interlock/wasm/journal_format.wasm"):
     assert c in names, f"the wheel lacks {c}"
 PY
 "${PIP[@]}" install --force-reinstall --no-deps "$WHEEL"

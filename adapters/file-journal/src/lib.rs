@@ -7,6 +7,9 @@
 //!   byte-identical across hosts.
 //! * `journal.lock`: the lock file. One [`FileJournal`] holds an exclusive lock on it for
 //!   its whole life, so there is a single writer per directory.
+//! * `journal.format`: the format version (`interlock-journal 1\n`), written when the journal
+//!   is created; a newer version is refused, never guessed at. Every rule about the bytes of
+//!   these files lives in `interlock-journal-format`, shared with the Node and Python hosts.
 //! * `journal.index` (optional): a checkpoint of the index at some length of the journal,
 //!   so opening costs the open streams and the tail, not the whole history. Other readers
 //!   ignore it; this one uses it only when it matches the journal (see [`INDEX_FILE`]).
@@ -32,7 +35,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use serde::Deserialize;
+use interlock_journal_format::{self as format, FormatError, Scanner};
 
 mod checkpoint;
 mod commit;
@@ -50,12 +53,7 @@ use commit::GroupCommit;
 /// bytes past the last one (or the whole file, without one): the scan is paid once.
 pub const CHECKPOINT_AFTER_BYTES: u64 = 64 << 20;
 
-/// Name of the journal file inside the journal directory.
-pub const JOURNAL_FILE: &str = "journal.jsonl";
-/// Name of the lock file inside the journal directory.
-pub const LOCK_FILE: &str = "journal.lock";
-/// Prefix of the side files written by [`FileJournal::repair`] (`journal.torn-<offset>`).
-pub const TORN_PREFIX: &str = "journal.torn-";
+pub use interlock_journal_format::{FORMAT_FILE, JOURNAL_FILE, LOCK_FILE, TORN_PREFIX};
 
 /// How a journal operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -71,17 +69,12 @@ pub enum Error {
     /// A complete line (ending in `\n`) of `journal.jsonl` is not a valid entry: not UTF-8,
     /// not a JSON object, `stream`/`seq`/`open` missing or of the wrong type, or `seq` not
     /// equal to the entry's position in its stream. `line` is 1-based.
-    #[error("corrupt journal: {JOURNAL_FILE} line {line} is not a valid entry: {detail}")]
+    #[error("{}", FormatError::Corrupt { line: *line, detail: detail.clone() })]
     Corrupt { line: u64, detail: String },
 
     /// `journal.jsonl` ends with a partial line (no final `\n`) of `bytes` bytes starting at
     /// byte `offset`: the last write was torn. Run [`FileJournal::repair`].
-    #[error(
-        "torn journal: {JOURNAL_FILE} ends with a partial last line at byte offset {offset} \
-         ({bytes} bytes, no final newline); torn data is never trusted nor dropped silently: \
-         run `repair` to save it to {TORN_PREFIX}{offset} and truncate the journal to its last \
-         complete line"
-    )]
+    #[error("{}", FormatError::TornTail { offset: *offset, bytes: *bytes })]
     TornTail { offset: u64, bytes: u64 },
 
     /// Compare-and-append lost: the stream holds `actual` entries, not the expected number.
@@ -91,8 +84,24 @@ pub enum Error {
     Conflict { actual: u64 },
 
     /// An entry passed to [`FileJournal::append`] was rejected; nothing was written.
-    #[error("invalid journal entry: {detail}")]
+    #[error("{}", FormatError::InvalidEntry { detail: detail.clone() })]
     InvalidEntry { detail: String },
+
+    /// `journal.format` names a newer format version than this reader understands, or is
+    /// not a format file at all: nothing is read or written.
+    #[error("{0}")]
+    Format(FormatError),
+}
+
+impl From<FormatError> for Error {
+    fn from(e: FormatError) -> Self {
+        match e {
+            FormatError::Corrupt { line, detail } => Error::Corrupt { line, detail },
+            FormatError::TornTail { offset, bytes } => Error::TornTail { offset, bytes },
+            FormatError::InvalidEntry { detail } => Error::InvalidEntry { detail },
+            other => Error::Format(other),
+        }
+    }
 }
 
 /// What [`FileJournal::repair`] did.
@@ -118,24 +127,6 @@ impl fmt::Display for RepairReport {
             _ => write!(f, "{JOURNAL_FILE} ends with a complete line: nothing to repair"),
         }
     }
-}
-
-/// The three members of an entry the backend reads; every other member is ignored.
-#[derive(Deserialize)]
-struct Head {
-    stream: String,
-    seq: u64,
-    open: bool,
-}
-
-/// Parses the head of one entry (without its `\n`).
-fn parse_head(body: &[u8]) -> Result<Head, String> {
-    let text = std::str::from_utf8(body).map_err(|e| format!("not UTF-8: {e}"))?;
-    // serde's derived struct visitor also accepts a JSON array; an entry must be an object.
-    if !text.trim_start().starts_with('{') {
-        return Err("not a JSON object".to_owned());
-    }
-    serde_json::from_str::<Head>(text).map_err(|e| format!("not a journal entry: {e}"))
 }
 
 #[derive(Debug)]
@@ -384,11 +375,12 @@ impl FileJournal {
         }
         let lock = lock(dir)?;
         let path = dir.join(JOURNAL_FILE);
+        check_format(dir, &path)?;
         let mut options = owner_only();
         options.read(true).append(true);
         let file = match options.clone().create_new(true).open(&path) {
             Ok(file) => {
-                // A new file: make its existence durable once.
+                // A new file: make its existence (and the format file's) durable once.
                 sync_dir(dir)?;
                 file
             }
@@ -502,12 +494,9 @@ impl FileJournal {
             return if durable { self.sync() } else { Ok(()) };
         }
 
+        format::validate_append(entries, stream, expected_len, open)?;
         let mut batch = Vec::with_capacity(entries.iter().map(|e| e.len() + 1).sum());
-        for (i, entry) in entries.iter().enumerate() {
-            let seq = expected_len + i as u64;
-            validate(entry, stream, seq, open).map_err(|d| Error::InvalidEntry {
-                detail: format!("entry {i} of the batch (seq {seq}): {d}"),
-            })?;
+        for entry in entries {
             batch.extend_from_slice(entry.as_bytes());
             batch.push(b'\n');
         }
@@ -632,6 +621,8 @@ impl FileJournal {
     /// corrupt line is left for an operator.
     pub fn repair(dir: &Path) -> Result<RepairReport, Error> {
         let _lock = lock(dir)?;
+        // A journal of a newer format may not even be lines: never cut it by these rules.
+        check_existing_format(dir)?;
         let nothing = RepairReport {
             torn_offset: None,
             torn_bytes: 0,
@@ -697,36 +688,6 @@ impl FileJournal {
     }
 }
 
-/// Checks an entry given to `append`.
-fn validate(entry: &str, stream: &str, seq: u64, open: bool) -> Result<(), String> {
-    if entry.contains('\n') {
-        return Err("contains a newline; an entry must be a single line".to_owned());
-    }
-    if u32::try_from(entry.len()).is_err() {
-        return Err(format!("is {} bytes long, more than 4 GiB", entry.len()));
-    }
-    let head = parse_head(entry.as_bytes())?;
-    if head.stream != stream {
-        return Err(format!(
-            "its stream member is {:?} but the append is to stream {stream:?}",
-            head.stream
-        ));
-    }
-    if head.seq != seq {
-        return Err(format!(
-            "its seq member is {} but should be {seq}",
-            head.seq
-        ));
-    }
-    if head.open != open {
-        return Err(format!(
-            "its open member is {} but the append says open={open}",
-            head.open
-        ));
-    }
-    Ok(())
-}
-
 /// Offset and length (without `\n`) of one entry in `journal.jsonl`.
 type Place = (u64, u32);
 
@@ -742,43 +703,54 @@ fn scan(
     reader.seek(SeekFrom::Start(start))?;
     let mut reader = BufReader::with_capacity(1 << 16, reader);
     let mut buf = Vec::new();
-    let mut offset = start;
     // Every line is one entry, so the checkpoint's entry count is its line count.
-    let mut line = index.entries;
+    let mut scanner = Scanner::new(start, index.entries);
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf)?;
-        if n == 0 {
+        if reader.read_until(b'\n', &mut buf)? == 0 {
             break;
         }
-        if buf.last() != Some(&b'\n') {
-            return Err(Error::TornTail {
-                offset,
-                bytes: n as u64,
-            });
-        }
-        line += 1;
-        let body = &buf[..n - 1];
-        let len = u32::try_from(body.len()).map_err(|_| Error::Corrupt {
-            line,
-            detail: format!("{} bytes long, more than 4 GiB", body.len()),
-        })?;
-        let head = parse_head(body).map_err(|detail| Error::Corrupt { line, detail })?;
-        let position = index.materialize(&head.stream)?;
-        if head.seq != position {
-            return Err(Error::Corrupt {
-                line,
-                detail: format!(
-                    "seq is {} but stream {:?} has {position} entries before this line",
-                    head.seq, head.stream
-                ),
-            });
-        }
-        index.push(&head.stream, offset, len, head.open);
-        last = Some((offset, len));
-        offset += n as u64;
+        let entry = scanner.line(&buf)?;
+        let position = index.materialize(&entry.head.stream)?;
+        scanner.check_seq(&entry, position)?;
+        index.push(&entry.head.stream, entry.offset, entry.len, entry.head.open);
+        last = Some((entry.offset, entry.len));
     }
-    Ok((index, offset, last))
+    Ok((index, scanner.offset(), last))
+}
+
+/// Checks `journal.format` under the lock, or writes it for a new journal (no
+/// `journal.jsonl` yet). A journal made before the format had a
+/// version has `journal.jsonl` and no format file: version 1, left as it is.
+fn check_format(dir: &Path, journal: &Path) -> Result<(), Error> {
+    if check_existing_format(dir)? || journal.exists() {
+        return Ok(());
+    }
+    // Written whole under a temporary name, then renamed: a crash never leaves a partial
+    // format file. The caller's directory sync makes both names durable.
+    let tmp = dir.join(format!("{FORMAT_FILE}.tmp"));
+    let mut f = owner_only()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)?;
+    f.write_all(format::format_file_text().as_bytes())?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join(FORMAT_FILE))?;
+    Ok(())
+}
+
+/// Checks `journal.format` if there is one (a newer or unknown version is an error);
+/// returns whether there was one.
+fn check_existing_format(dir: &Path) -> Result<bool, Error> {
+    match std::fs::read(dir.join(FORMAT_FILE)) {
+        Ok(bytes) => {
+            format::check_format_file(&String::from_utf8_lossy(&bytes))?;
+            Ok(true)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Length of the longest prefix of the file that ends with `\n` (0 if none).
@@ -790,8 +762,9 @@ fn complete_prefix(file: &File, len: u64) -> io::Result<u64> {
         let start = end.saturating_sub(CHUNK);
         let chunk = &mut buf[..(end - start) as usize];
         file.read_exact_at(chunk, start)?;
-        if let Some(p) = chunk.iter().rposition(|&b| b == b'\n') {
-            return Ok(start + p as u64 + 1);
+        let keep = format::complete_prefix(chunk);
+        if keep > 0 {
+            return Ok(start + keep as u64);
         }
         end = start;
     }
@@ -801,12 +774,7 @@ fn complete_prefix(file: &File, len: u64) -> io::Result<u64> {
 /// Creates `journal.torn-<offset>` (or `.1`, `.2`, ... if it exists) without overwriting.
 fn create_side_file(dir: &Path, offset: u64) -> io::Result<(File, PathBuf)> {
     for attempt in 0u32.. {
-        let name = if attempt == 0 {
-            format!("{TORN_PREFIX}{offset}")
-        } else {
-            format!("{TORN_PREFIX}{offset}.{attempt}")
-        };
-        let path = dir.join(name);
+        let path = dir.join(format::torn_file_name(offset, attempt));
         match owner_only().write(true).create_new(true).open(&path) {
             Ok(file) => return Ok((file, path)),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,

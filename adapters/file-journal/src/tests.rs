@@ -686,7 +686,7 @@ fn the_journal_is_created_owner_only() {
     drop(j);
     assert_eq!(mode(&dir), 0o700, "a created parent");
     assert_eq!(mode(&nested), 0o700);
-    for f in [JOURNAL_FILE, LOCK_FILE, INDEX_FILE] {
+    for f in [JOURNAL_FILE, LOCK_FILE, INDEX_FILE, FORMAT_FILE] {
         assert_eq!(mode(&nested.join(f)), 0o600, "{f}");
     }
     // The side file a repair saves torn bytes to.
@@ -697,4 +697,56 @@ fn the_journal_is_created_owner_only() {
     std::io::Write::write_all(&mut f, b"{\"torn").unwrap();
     let saved = FileJournal::repair(&nested).unwrap().saved_to.unwrap();
     assert_eq!(mode(&saved), 0o600);
+}
+
+/// Issue 12: a new journal records its format version; a journal made before versions
+/// (journal.jsonl, no journal.format) is version 1 and is left as it is.
+#[test]
+fn a_new_journal_records_its_format_version_and_an_old_one_is_version_1() {
+    let (_tmp, dir) = setup();
+    drop(FileJournal::open(&dir).unwrap());
+    assert_eq!(
+        fs::read_to_string(dir.join(FORMAT_FILE)).unwrap(),
+        "interlock-journal 1\n"
+    );
+    assert!(!dir.join(format!("{FORMAT_FILE}.tmp")).exists());
+
+    let (_tmp2, old) = setup();
+    fs::create_dir_all(&old).unwrap();
+    fs::write(old.join(JOURNAL_FILE), format!("{}\n", entry("a", 0, true))).unwrap();
+    let j = FileJournal::open(&old).unwrap();
+    assert_eq!(j.length("a"), 1);
+    assert!(!old.join(FORMAT_FILE).exists());
+}
+
+/// Issue 12: a newer format is refused with a clear error, never guessed at, and nothing
+/// in the directory changes (no journal.jsonl is created beside it).
+#[test]
+fn a_newer_or_unknown_format_version_is_refused() {
+    for (text, want) in [
+        (
+            "interlock-journal 2\n",
+            "journal format version 2 is newer than this reader understands (1); upgrade Interlock",
+        ),
+        (
+            "interlock-journal one\n",
+            "journal format file journal.format is not valid",
+        ),
+    ] {
+        let (_tmp, dir) = setup();
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join(FORMAT_FILE), text).unwrap();
+        let e = FileJournal::open(&dir).unwrap_err();
+        assert!(matches!(e, Error::Format(_)), "{e:?}");
+        assert!(e.to_string().starts_with(want), "{e}");
+        assert!(!dir.join(JOURNAL_FILE).exists());
+        assert_eq!(fs::read_to_string(dir.join(FORMAT_FILE)).unwrap(), text);
+        // Nor does repair cut a newer journal by this version's rules.
+        fs::write(dir.join(JOURNAL_FILE), "not lines").unwrap();
+        assert!(matches!(FileJournal::repair(&dir), Err(Error::Format(_))));
+        assert_eq!(
+            fs::read_to_string(dir.join(JOURNAL_FILE)).unwrap(),
+            "not lines"
+        );
+    }
 }

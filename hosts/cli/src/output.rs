@@ -99,6 +99,7 @@ pub fn file_kind(f: &FileError) -> &'static str {
         FileError::Corrupt { .. } => "corrupt_journal",
         FileError::TornTail { .. } => "torn_journal",
         FileError::Conflict { .. } | FileError::InvalidEntry { .. } => "journal",
+        FileError::Format(_) => "journal_format",
     }
 }
 

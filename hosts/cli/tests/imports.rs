@@ -1,6 +1,7 @@
 //! Each component imports exactly its checked-in list. The gate: its journal, the step
 //! vocabulary and the WASI wall clock (Rust std would add wasi:cli and wasi:io; the guest is
-//! no_std so that nothing else can creep in unnoticed). The payments simulator: nothing.
+//! no_std so that nothing else can creep in unnoticed). The payments simulator and the
+//! journal format: nothing.
 use std::path::PathBuf;
 
 use wasmtime::component::Component;
@@ -52,5 +53,13 @@ fn payments_sim_imports_nothing() {
     check(
         root().join("dist/payments_sim.wasm"),
         "tests/payments-sim-imports.txt",
+    );
+}
+
+#[test]
+fn journal_format_imports_nothing() {
+    check(
+        root().join("dist/journal_format.wasm"),
+        "tests/journal-format-imports.txt",
     );
 }

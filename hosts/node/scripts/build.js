@@ -1,6 +1,7 @@
-// Transpiles the gate component and the payments simulator (../../dist, made by the lead's
-// scripts/build-wasm.sh) into gen/ with jco, in instantiation mode: the host passes the
-// imports (journal, clock) as an object, so the same JS runs in Node and in a browser.
+// Transpiles the gate component, the payments simulator and the journal format
+// (../../dist, made by the lead's scripts/build-wasm.sh) into gen/ with jco, in
+// instantiation mode: the host passes the imports (journal, clock) as an object, so the
+// same JS runs in Node and in a browser.
 //
 // One patch is applied to jco's output: its debug logger reads process.env.JCO_DEBUG on
 // every call (a getenv through Node's env proxy, about a third of a cheap call's time).
@@ -20,6 +21,9 @@ const jco = join(root, 'node_modules/@bytecodealliance/jco/dist/jco.js');
 const components = [
   { wasm: 'interlock_gate.wasm', out: 'gate', js: 'interlock_gate.js' },
   { wasm: 'payments_sim.wasm', out: 'payments', js: 'payments_sim.js' },
+  // Sync instantiation: FileJournal.open is synchronous, and this small component imports
+  // nothing, so it is compiled and instantiated on first use (Node only).
+  { wasm: 'journal_format.wasm', out: 'journal-format', js: 'journal_format.js', mode: 'sync' },
 ];
 
 const SLOW = 'if (!globalThis?.process?.env?.JCO_DEBUG) { return; }';
@@ -36,7 +40,7 @@ for (const c of components) {
   }
   const out = join(gen, c.out);
   mkdirSync(out, { recursive: true });
-  execFileSync(process.execPath, [jco, 'transpile', src, '-o', out, '--instantiation', 'async', '--quiet'], {
+  execFileSync(process.execPath, [jco, 'transpile', src, '-o', out, '--instantiation', c.mode ?? 'async', '--quiet'], {
     stdio: 'inherit',
   });
   const file = join(out, c.js);

@@ -3,7 +3,7 @@
 // names a shared journal service is refused, not taken as a folder's name.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { appendFileSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Interlock, FileJournal, FakeClock, UnsupportedJournalError, InterlockError } from '../src/index.js';
 import { tempDir } from './helpers.js';
@@ -22,6 +22,7 @@ for (const umask of [0o000, 0o022, 0o277]) {
       assert.equal(mode(dir), 0o700, 'the journal folder');
       assert.equal(mode(join(dir, 'journal.jsonl')), 0o600);
       assert.equal(mode(join(dir, 'journal.lock')), 0o600);
+      assert.equal(mode(join(dir, 'journal.format')), 0o600);
       // A torn tail's side file holds journal bytes too.
       appendFileSync(join(dir, 'journal.jsonl'), '{"stream":"x"');
       const { savedTo } = FileJournal.repair(dir);
@@ -62,3 +63,36 @@ test('file journal: a URL is refused (shared journals are not supported yet), no
     rmSync(here, { recursive: true, force: true });
   }
 });
+
+// Issue 12: the journal format has a version; a newer one is refused, never guessed at.
+test('file journal: a new journal records its format version, an old one is version 1', () => {
+  const root = tempDir();
+  const dir = join(root, 'new');
+  FileJournal.open(dir).close();
+  assert.equal(readFileSync(join(dir, 'journal.format'), 'utf8'), 'interlock-journal 1\n');
+  const old = join(root, 'old');
+  mkdirSync(old);
+  writeFileSync(join(old, 'journal.jsonl'), '{"open":true,"seq":0,"stream":"s"}\n');
+  const j = FileJournal.open(old);
+  assert.equal(j.length('s'), 1);
+  j.close();
+  assert.equal(existsSync(join(old, 'journal.format')), false);
+});
+
+for (const [text, want] of [
+  ['interlock-journal 2\n', 'journal format version 2 is newer than this reader understands (1); upgrade Interlock'],
+  ['interlock-journal one\n', 'journal format file journal.format is not valid'],
+]) {
+  test(`file journal: a format file saying ${JSON.stringify(text)} is refused and nothing changes`, () => {
+    const dir = join(tempDir(), 'j');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'journal.format'), text);
+    assert.throws(() => FileJournal.open(dir), (e) => e instanceof InterlockError && String(e.val).startsWith(want));
+    assert.equal(existsSync(join(dir, 'journal.jsonl')), false);
+    assert.equal(readFileSync(join(dir, 'journal.format'), 'utf8'), text);
+    // Nor does repair cut a newer journal by this version's rules.
+    writeFileSync(join(dir, 'journal.jsonl'), 'not lines');
+    assert.throws(() => FileJournal.repair(dir), (e) => e instanceof InterlockError && String(e.val).startsWith(want));
+    assert.equal(readFileSync(join(dir, 'journal.jsonl'), 'utf8'), 'not lines');
+  });
+}

@@ -97,7 +97,7 @@ def test_what_the_journal_creates_is_owner_only(tmp_path, umask_zero):
     path.write_bytes(path.read_bytes()[:-3])
     report = FileJournal.repair(d)
     assert mode(report.saved_to) == 0o600
-    assert sorted(mode(p) for p in d.iterdir()) == [0o600] * 3
+    assert sorted(mode(p) for p in d.iterdir()) == [0o600] * 4  # with journal.format
 
 
 def test_an_existing_directory_keeps_its_owners_mode(tmp_path, umask_zero):
@@ -113,7 +113,7 @@ def test_an_interlock_and_its_simulated_service_leave_only_owner_only_files(tmp_
     from interlock.payments_sim import Payments
 
     d = tmp_path / ".interlock"
-    gate = Interlock(d)
+    gate = Interlock(d, standing_lease=True)
     payments = Payments.create(d / "payments.json", "2")
     payments.add_order("order_881", 10_000)
 
@@ -125,4 +125,41 @@ def test_an_interlock_and_its_simulated_service_leave_only_owner_only_files(tmp_
     gate.close()
     assert mode(d) == 0o700
     assert {p.name: mode(p) for p in d.iterdir()} == {
-        "journal.jsonl": 0o600, "journal.lock": 0o600, "payments.json": 0o600}
+        "journal.jsonl": 0o600, "journal.lock": 0o600, "journal.format": 0o600,
+        "payments.json": 0o600}
+
+
+def test_a_new_journal_records_its_format_version_and_an_old_one_is_version_1(tmp_path):
+    d = tmp_path / "new"
+    FileJournal.open(d).close()
+    assert (d / "journal.format").read_text() == "interlock-journal 1\n"
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "journal.jsonl").write_text(entry("s", 0) + "\n")
+    j = FileJournal.open(old)
+    assert j.length("s") == 1
+    j.close()
+    assert not (old / "journal.format").exists()
+
+
+@pytest.mark.parametrize("text,want", [
+    ("interlock-journal 2\n",
+     "journal format version 2 is newer than this reader understands (1); upgrade Interlock"),
+    ("interlock-journal one\n", "journal format file journal.format is not valid"),
+])
+def test_a_newer_or_unknown_format_version_is_refused(tmp_path, text, want):
+    from interlock.journal import UnknownFormat
+
+    d = tmp_path / "j"
+    d.mkdir()
+    (d / "journal.format").write_text(text)
+    with pytest.raises(UnknownFormat) as e:
+        FileJournal.open(d)
+    assert str(e.value).startswith(want)
+    assert not (d / "journal.jsonl").exists()
+    assert (d / "journal.format").read_text() == text
+    # Nor does repair cut a newer journal by this version's rules.
+    (d / "journal.jsonl").write_text("not lines")
+    with pytest.raises(UnknownFormat):
+        FileJournal.repair(d)
+    assert (d / "journal.jsonl").read_text() == "not lines"

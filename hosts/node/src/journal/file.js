@@ -9,15 +9,19 @@
 // The journal holds every effect's payload and result (customer data): a folder this
 // creates is 0700 and every file it creates 0600, whatever the umask.
 //
-// The index (byte offset and length of each entry, per stream) is rebuilt on open from each
-// line's `stream`/`seq`/`open` and lives here, in the host; reads are positional.
+//   journal.format the format version, written when the journal is created
+//
+// Every rule about those bytes (entry heads, append validation, the scan, torn tails,
+// repair naming, the version, error texts) is the journal-format component's
+// (adapters/journal-format, ./format.js); this file does the I/O and keeps the index
+// (byte offset and length of each entry, per stream) the scan returns. Reads are positional.
 // `durable` -> write then fdatasync, which also makes every earlier append durable.
-// A final line without "\n" is a torn tail: open refuses, `repair` saves and truncates.
 import fs from 'node:fs';
 import { join, dirname } from 'node:path';
 import { createRequire } from 'node:module';
-import { JournalError, JournalLockedError, TornTailError, CorruptJournalFileError, refuseJournalUrl } from '../errors.js';
-import { StreamIndex, parseHead, validateEntry } from './head.js';
+import { JournalError, JournalLockedError, refuseJournalUrl } from '../errors.js';
+import { StreamIndex } from './head.js';
+import { scan as scanFile, validateAppend, checkFormatFile, formatFileText, tornFileName, completePrefix } from './format.js';
 
 /**
  * @import { JournalBackend, RepairReport } from '../types.js'
@@ -29,9 +33,10 @@ const { flockSync } = require('fs-ext');
 export const JOURNAL_FILE = 'journal.jsonl';
 export const LOCK_FILE = 'journal.lock';
 export const TORN_PREFIX = 'journal.torn-';
+export const FORMAT_FILE = 'journal.format';
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
-const { O_RDWR, O_CREAT, O_APPEND, O_EXCL, O_RDONLY } = fs.constants;
+const { O_RDWR, O_CREAT, O_APPEND, O_EXCL, O_RDONLY, O_WRONLY, O_TRUNC } = fs.constants;
 const DIR_MODE = 0o700;
 const FILE_MODE = 0o600;
 
@@ -99,6 +104,46 @@ function lock(dir) {
   return fd;
 }
 
+/**
+ * Checks journal.format under the lock, or writes it for a new journal (no journal.jsonl
+ * yet). A journal made before versions (journal.jsonl, no format file) is version 1 and
+ * is left as it is. Throws a JournalError for a newer or unknown version.
+ * @param {string} dir
+ */
+function checkFormat(dir) {
+  const path = join(dir, FORMAT_FILE);
+  if (checkExistingFormat(dir) || fs.existsSync(join(dir, JOURNAL_FILE))) return;
+  // Written whole under a temporary name, then renamed: a crash never leaves a partial
+  // format file. The directory sync after journal.jsonl's creation makes both durable.
+  const tmp = `${path}.tmp`;
+  const fd = fs.openSync(tmp, O_WRONLY | O_CREAT | O_TRUNC, FILE_MODE);
+  try {
+    fs.fchmodSync(fd, FILE_MODE);
+    fs.writeSync(fd, formatFileText());
+    fs.fsyncSync(fd);
+  } finally {
+    fs.closeSync(fd);
+  }
+  fs.renameSync(tmp, path);
+}
+
+/**
+ * Checks journal.format if there is one (throws for a newer or unknown version); returns
+ * whether there was one.
+ * @param {string} dir
+ */
+function checkExistingFormat(dir) {
+  let text;
+  try {
+    text = fs.readFileSync(join(dir, FORMAT_FILE), 'utf8');
+  } catch (e) {
+    if (/** @type {NodeJS.ErrnoException} */ (e).code === 'ENOENT') return false;
+    throw e;
+  }
+  checkFormatFile(text);
+  return true;
+}
+
 /** @implements {JournalBackend} */
 export class FileJournal {
   /** @type {number | null} journal.jsonl, null once closed */
@@ -130,6 +175,7 @@ export class FileJournal {
     const lockFd = lock(dir);
     let fd;
     try {
+      checkFormat(dir);
       const opened = openOrCreatePrivate(join(dir, JOURNAL_FILE), O_RDWR | O_APPEND);
       fd = opened.fd;
       if (opened.created) syncDir(dir); // a new file: make its existence durable once
@@ -184,16 +230,8 @@ export class FileJournal {
       if (durable) this.sync();
       return;
     }
-    /** @type {number[]} */
-    const lens = [];
-    entries.forEach((e, i) => {
-      try {
-        validateEntry(e, stream, expectedLength + i, open);
-      } catch (detail) {
-        throw new JournalError('other', `invalid journal entry: entry ${i} of the batch (seq ${expectedLength + i}): ${detail}`);
-      }
-      lens.push(Buffer.byteLength(e));
-    });
+    validateAppend(entries, stream, expectedLength, open);
+    const lens = entries.map((e) => Buffer.byteLength(e));
     const batch = Buffer.from(entries.join('\n') + '\n');
     const start = this.#len;
     try {
@@ -314,6 +352,8 @@ export class FileJournal {
     refuseJournalUrl(dir);
     const lockFd = lock(dir);
     try {
+      // A journal of a newer format may not even be lines: never cut it by these rules.
+      checkExistingFormat(dir);
       /** @type {RepairReport} */
       const nothing = { tornOffset: null, tornBytes: 0, savedTo: null };
       let fd;
@@ -325,13 +365,13 @@ export class FileJournal {
       }
       try {
         const data = fs.readFileSync(fd);
-        const keep = data.lastIndexOf(0x0a) + 1;
+        const keep = completePrefix(data);
         if (keep === data.length) return nothing;
         const torn = data.subarray(keep);
         let side;
         let sidePath;
         for (let attempt = 0; ; attempt++) {
-          sidePath = join(dir, `${TORN_PREFIX}${keep}${attempt ? `.${attempt}` : ''}`);
+          sidePath = join(dir, tornFileName(keep, attempt));
           try {
             side = createPrivate(sidePath, O_RDWR);
             break;
@@ -366,31 +406,6 @@ function scan(fd) {
   const data = fs.readFileSync(fd);
   /** @type {StreamIndex<[number, number]>} */
   const index = new StreamIndex();
-  let offset = 0;
-  let line = 0;
-  while (offset < data.length) {
-    const nl = data.indexOf(0x0a, offset);
-    if (nl === -1) throw new TornTailError(offset, data.length - offset);
-    line += 1;
-    const body = data.subarray(offset, nl);
-    let head;
-    try {
-      let text;
-      try {
-        text = utf8.decode(body);
-      } catch (e) {
-        throw `not UTF-8: ${/** @type {Error} */ (e).message}`;
-      }
-      head = parseHead(text);
-    } catch (detail) {
-      throw new CorruptJournalFileError(line, String(detail));
-    }
-    const position = index.length(head.stream);
-    if (head.seq !== position) {
-      throw new CorruptJournalFileError(line, `seq is ${head.seq} but stream ${JSON.stringify(head.stream)} has ${position} entries before this line`);
-    }
-    index.push(head.stream, [offset, body.length], head.open);
-    offset = nl + 1;
-  }
+  for (const e of scanFile(data)) index.push(e.stream, [e.offset, e.length], e.open);
   return { index, len: data.length };
 }

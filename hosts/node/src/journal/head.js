@@ -1,6 +1,10 @@
 // The three members of an entry a backend reads back (`stream`, `seq`, `open`); every other
-// member is the gate's business. Shared by every JS backend so they accept and refuse the
-// same entries as the Rust file journal (adapters/file-journal).
+// member is the gate's business. The file journal (file.js) no longer uses parseHead and
+// validateEntry: it asks the journal-format component (adapters/journal-format), the Rust
+// backend's own rules. They remain for the browser backends (memory.js, indexeddb.js),
+// which cannot load that component synchronously; they differ from it on bad input
+// (`seq: 1.0`, duplicate members, a leading byte-order mark, `seq` above 2^53), which only
+// matters for text a host did not get from the gate. StreamIndex is bookkeeping, shared.
 
 /**
  * Parses an entry's head; throws a string saying what is wrong.

@@ -18,12 +18,14 @@ Within a process, a :class:`FileJournal` may be used from several threads (sever
 instances on one journal): each call holds the journal's lock, so a compare-and-append
 is one atomic step.
 
-The index (byte offset and length of each entry, per stream) is rebuilt on open from each
-line's ``stream``, ``seq`` and ``open`` members. A final line without ``"\\n"`` is a torn
-write: open refuses (:class:`TornTail`) and :meth:`FileJournal.repair` saves the torn bytes
-to ``journal.torn-<offset>`` before truncating.
+* ``journal.format``: the format version (``interlock-journal 1\\n``), written when the
+  journal is created. A newer version is refused (:class:`UnknownFormat`), never guessed at.
 
-This file stores; it never interprets. Hash chains and verification are the gate's.
+Every rule about these bytes (entry heads, append validation, the scan with its torn-tail
+and corruption checks, repair naming, the version and the error texts) is the
+journal-format component's (adapters/journal-format, ``journal_format.wasm``), shared with
+the Rust and Node hosts. This file does the I/O and keeps the index (byte offset and length
+of each entry, per stream) the scan returns. Hash chains and verification are the gate's.
 """
 
 from __future__ import annotations
@@ -31,18 +33,20 @@ from __future__ import annotations
 import errno
 import fcntl
 import functools
-import json
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union, cast
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union, cast
 
 from .errors import InterlockError
 
 JOURNAL_FILE = "journal.jsonl"
 LOCK_FILE = "journal.lock"
 TORN_PREFIX = "journal.torn-"
+FORMAT_FILE = "journal.format"
+FORMAT_WASM = "journal_format.wasm"
+FORMAT_INTERFACE = "interlock:journal-format/format@0.1.0"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
@@ -72,17 +76,19 @@ class JournalIOError(JournalFileError):
         super().__init__(f"journal I/O error: {detail}")
 
 
+# The texts of the format's errors are the journal-format component's (the same in every
+# host): these classes carry its message and its fields.
+
+
 class Corrupt(JournalFileError):
     """A complete line is not a valid entry; ``line`` is 1-based."""
 
     case = "corrupt"
 
-    def __init__(self, line: int, detail: str):
+    def __init__(self, line: int, detail: str, message: str):
         self.line = line
         self.detail = detail
-        super().__init__(
-            f"corrupt journal: {JOURNAL_FILE} line {line} is not a valid entry: {detail}"
-        )
+        super().__init__(message)
 
 
 class TornTail(JournalFileError):
@@ -90,15 +96,19 @@ class TornTail(JournalFileError):
 
     case = "torn-tail"
 
-    def __init__(self, offset: int, nbytes: int):
+    def __init__(self, offset: int, nbytes: int, message: str):
         self.offset = offset
         self.bytes = nbytes
-        super().__init__(
-            f"torn journal: {JOURNAL_FILE} ends with a partial last line at byte offset "
-            f"{offset} ({nbytes} bytes, no final newline); torn data is never trusted nor "
-            f"dropped silently: run `repair` to save it to {TORN_PREFIX}{offset} and "
-            f"truncate the journal to its last complete line"
-        )
+        super().__init__(message)
+
+
+class UnknownFormat(JournalFileError):
+    """``journal.format`` names a newer format version (``version``), or is not a format
+    file at all (``version`` None): nothing is read or written."""
+
+    def __init__(self, version: Optional[int], message: str):
+        self.version = version
+        super().__init__(message)
 
 
 class Conflict(JournalFileError):
@@ -115,8 +125,8 @@ class Conflict(JournalFileError):
 
 
 class InvalidEntry(JournalFileError):
-    def __init__(self, detail: str):
-        super().__init__(f"invalid journal entry: {detail}")
+    def __init__(self, message: str):
+        super().__init__(message)
 
 
 @dataclass
@@ -134,26 +144,78 @@ class RepairReport:
         )
 
 
-def _parse_head(body: bytes) -> Tuple[str, int, bool]:
-    """The ``stream``, ``seq`` and ``open`` of one entry (without its newline)."""
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ValueError(f"not UTF-8: {e}") from None
-    if not text.lstrip().startswith("{"):
-        raise ValueError("not a JSON object")
-    try:
-        v = json.loads(text)
-    except ValueError as e:
-        raise ValueError(f"not a journal entry: {e}") from None
-    stream, seq, is_open = v.get("stream"), v.get("seq"), v.get("open")
-    if not isinstance(stream, str):
-        raise ValueError("not a journal entry: `stream` is missing or not a string")
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise ValueError("not a journal entry: `seq` is missing or not an unsigned integer")
-    if not isinstance(is_open, bool):
-        raise ValueError("not a journal entry: `open` is missing or not a bool")
-    return stream, seq, is_open
+class _Format:
+    """The journal-format component: one instance per process, one call at a time."""
+
+    _instance: Optional["_Format"] = None
+    _lock = threading.Lock()
+
+    def __init__(self) -> None:
+        # Imported here: the gate module imports this one.
+        from wasmtime import Store, WasmtimeError
+        from wasmtime.component import Linker
+
+        from .errors import GateTrap
+        from .gate import engine, load_component
+
+        path = Path(os.environ.get("INTERLOCK_JOURNAL_FORMAT_WASM") or _format_wasm_path())
+        self.store = Store(engine())
+        try:
+            instance = Linker(engine()).instantiate(self.store, load_component(path))
+        except WasmtimeError as e:
+            raise GateTrap(f"{FORMAT_WASM} does not instantiate: {e}") from e
+        iface = instance.get_export_index(self.store, FORMAT_INTERFACE)
+        self.funcs: Dict[str, Any] = {}
+        for name in ("scan", "validate-append", "check-format-file", "format-file-text",
+                     "torn-file-name", "complete-prefix"):
+            idx = instance.get_export_index(self.store, name, iface) if iface else None
+            func = instance.get_func(self.store, idx) if idx is not None else None
+            if func is None:
+                raise GateTrap(f"{FORMAT_WASM} lacks the export {name!r}")
+            self.funcs[name] = func
+
+    @classmethod
+    def call(cls, name: str, *args: Any) -> Any:
+        """Calls an export; a WIT ``format-error`` is raised as this host's error."""
+        from wasmtime.component import Variant
+
+        with cls._lock:
+            if cls._instance is None:
+                cls._instance = _Format()
+            r = cls._instance.funcs[name](cls._instance.store, *args)
+        # A result whose two sides have the same Python type comes tagged.
+        if isinstance(r, Variant) and r.tag in ("ok", "err"):
+            if r.tag == "ok":
+                return r.payload
+            r = r.payload
+        if hasattr(r, "kind") and hasattr(r, "message"):
+            raise _format_error(r)
+        return r
+
+
+def _format_wasm_path() -> Path:
+    packaged = Path(__file__).with_name("wasm") / FORMAT_WASM
+    if packaged.is_file():
+        return packaged
+    # src/interlock/journal.py -> the repository root's dist/
+    dev = Path(__file__).resolve().parents[4] / "dist" / FORMAT_WASM
+    if dev.is_file():
+        return dev
+    raise FileNotFoundError(
+        f"the component {FORMAT_WASM} was not found in this package ({packaged}) nor in "
+        f"{dev}; build it with `bash scripts/build-wasm.sh`"
+    )
+
+
+def _format_error(e: Any) -> JournalFileError:
+    kind, message = e.kind, e.message
+    if kind.tag == "corrupt":
+        return Corrupt(kind.payload[0], kind.payload[1], message)
+    if kind.tag == "torn-tail":
+        return TornTail(kind.payload[0], kind.payload[1], message)
+    if kind.tag == "invalid-entry":
+        return InvalidEntry(message)
+    return UnknownFormat(kind.payload if kind.tag == "newer-version" else None, message)
 
 
 class _Index:
@@ -206,6 +268,37 @@ def _make_dir(d: Path) -> None:
         return  # someone else made it: their mode stands
     os.chmod(d, DIR_MODE)
     _sync_dir(d.parent if str(d.parent) else Path("."))
+
+
+def _check_format(d: Path) -> None:
+    """Checks ``journal.format`` under the lock, or writes it for a new journal (no
+    journal.jsonl yet). A journal made before versions (journal.jsonl and no format file)
+    is version 1 and is left as it is."""
+    path = d / FORMAT_FILE
+    if _check_existing_format(d) or (d / JOURNAL_FILE).exists():
+        return
+    # Written whole under a temporary name, then renamed: a crash never leaves a partial
+    # format file. The directory sync after journal.jsonl's creation makes both durable.
+    tmp = d / (FORMAT_FILE + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+    try:
+        os.fchmod(fd, FILE_MODE)
+        _write_all(fd, _Format.call("format-file-text").encode("utf-8"))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _check_existing_format(d: Path) -> bool:
+    """Checks ``journal.format`` if there is one (:class:`UnknownFormat` for a newer or
+    unknown version); returns whether there was one."""
+    try:
+        text = (d / FORMAT_FILE).read_bytes().decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        return False
+    _Format.call("check-format-file", text)
+    return True
 
 
 def _lock(d: Path) -> int:
@@ -266,6 +359,7 @@ class FileJournal:
         except OSError as e:
             raise JournalIOError(str(e)) from None
         try:
+            _check_format(d)
             path = d / JOURNAL_FILE
             fd, created = _create(path, os.O_RDWR | os.O_APPEND)
             try:
@@ -329,13 +423,16 @@ class FileJournal:
             if durable:
                 self.sync()
             return
-        parts = []
         for i, entry in enumerate(entries):
-            seq = expected_len + i
-            problem = _validate(entry, stream, seq, is_open)
-            if problem:
-                raise InvalidEntry(f"entry {i} of the batch (seq {seq}): {problem}")
-            parts.append(entry.encode("utf-8"))
+            if not isinstance(entry, str):
+                # The component's list<string> cannot carry it; its wording for the rest.
+                raise InvalidEntry(
+                    f"invalid journal entry: entry {i} of the batch (seq {expected_len + i}): "
+                    "is not a string"
+                )
+        entries = list(entries)
+        _Format.call("validate-append", entries, stream, expected_len, is_open)
+        parts = [entry.encode("utf-8") for entry in entries]
         batch = b"\n".join(parts) + b"\n"
         start = self._len
         try:
@@ -425,19 +522,20 @@ class FileJournal:
         d = Path(directory)
         lock_fd = _lock(d)
         try:
+            # A journal of a newer format may not even be lines: never cut it by these rules.
+            _check_existing_format(d)
             path = d / JOURNAL_FILE
             try:
                 data = path.read_bytes()
             except FileNotFoundError:
                 return RepairReport(None, 0, None)
-            keep = data.rfind(b"\n") + 1
+            keep = _Format.call("complete-prefix", data.decode("latin-1"))
             if keep == len(data):
                 return RepairReport(None, 0, None)
             torn = data[keep:]
             attempt = 0
             while True:
-                name = f"{TORN_PREFIX}{keep}" + (f".{attempt}" if attempt else "")
-                side = d / name
+                side = d / _Format.call("torn-file-name", keep, attempt)
                 try:
                     sfd, _ = _create(side, os.O_WRONLY, exclusive=True)
                     break
@@ -460,44 +558,14 @@ class FileJournal:
             os.close(lock_fd)
 
 
-def _validate(entry: str, stream: str, seq: int, is_open: bool) -> Optional[str]:
-    if "\n" in entry:
-        return "contains a newline; an entry must be a single line"
-    try:
-        h_stream, h_seq, h_open = _parse_head(entry.encode("utf-8"))
-    except ValueError as e:
-        return str(e)
-    if h_stream != stream:
-        return f"its stream member is {h_stream!r} but the append is to stream {stream!r}"
-    if h_seq != seq:
-        return f"its seq member is {h_seq} but should be {seq}"
-    if h_open != is_open:
-        return f"its open member is {h_open} but the append says open={is_open}"
-    return None
-
-
 def _scan(fd: int) -> Tuple[_Index, int]:
     size = os.fstat(fd).st_size
     data = os.pread(fd, size, 0) if size else b""
     index = _Index()
-    offset = 0
-    line = 0
-    while offset < len(data):
-        nl = data.find(b"\n", offset)
-        if nl < 0:
-            raise TornTail(offset, len(data) - offset)
-        line += 1
-        body = data[offset:nl]
-        try:
-            stream, seq, is_open = _parse_head(body)
-        except ValueError as e:
-            raise Corrupt(line, str(e)) from None
-        position = index.length(stream)
-        if seq != position:
-            raise Corrupt(
-                line,
-                f"seq is {seq} but stream {stream!r} has {position} entries before this line",
-            )
-        index.push(stream, offset, len(body), is_open)
-        offset = nl + 1
-    return index, offset
+    if data:
+        # One char per byte: the component's transport for bytes that need not be UTF-8.
+        found = _Format.call("scan", data.decode("latin-1"))
+        streams, p = found.streams, found.places
+        for i in range(0, len(p), 4):
+            index.push(streams[p[i + 2]], p[i], p[i + 1], p[i + 3] == 1)
+    return index, len(data)
