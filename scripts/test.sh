@@ -8,11 +8,13 @@ bash scripts/setup.sh
 step() { printf '\n== %s\n' "$*"; }
 step "format";  cargo fmt --all -- --check
                 cargo fmt --manifest-path guest/component/Cargo.toml -- --check
+                cargo fmt --manifest-path guest/component-rt/Cargo.toml -- --check
                 cargo fmt --manifest-path adapters/payments-sim/component/Cargo.toml -- --check
                 cargo fmt --manifest-path adapters/journal-format/component/Cargo.toml -- --check
                 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
                 cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
+                cargo clippy --manifest-path guest/component-rt/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path adapters/payments-sim/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path adapters/journal-format/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
 step "component"; bash scripts/build-wasm.sh

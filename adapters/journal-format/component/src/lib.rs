@@ -20,45 +20,8 @@ wit_bindgen::generate!({
 
 use exports::interlock::journal_format::format as f;
 
-#[global_allocator]
-static ALLOC: dlmalloc::GlobalDlmalloc = dlmalloc::GlobalDlmalloc;
-
-#[panic_handler]
-fn panic(_: &core::panic::PanicInfo) -> ! {
-    core::arch::wasm32::unreachable()
-}
-
-// Without std nothing links wasi-libc, yet core's slice comparisons call `memcmp` and
-// `bcmp`; take them from the target's self-contained libc.a (pure functions, no imports).
-#[link(name = "c")]
-extern "C" {}
-
-/// The canonical ABI's allocator export. wit-bindgen 0.61 supplies it only for wasip1 and
-/// expects std's libc to supply it on wasip2; without std we define it over our allocator.
-#[no_mangle]
-unsafe extern "C" fn cabi_realloc(
-    old_ptr: *mut u8,
-    old_len: usize,
-    align: usize,
-    new_len: usize,
-) -> *mut u8 {
-    use alloc::alloc::{alloc, handle_alloc_error, realloc, Layout};
-    if new_len == 0 {
-        return align as *mut u8;
-    }
-    let layout;
-    let ptr = if old_len == 0 {
-        layout = Layout::from_size_align_unchecked(new_len, align);
-        alloc(layout)
-    } else {
-        layout = Layout::from_size_align_unchecked(old_len, align);
-        realloc(old_ptr, layout, new_len)
-    };
-    if ptr.is_null() {
-        handle_alloc_error(layout);
-    }
-    ptr
-}
+// The allocator, panic handler and cabi_realloc std would give (see its docs).
+use interlock_component_rt as _;
 
 fn err(e: jf::FormatError) -> f::FormatError {
     let message = e.to_string();
