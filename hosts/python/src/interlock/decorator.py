@@ -30,7 +30,7 @@ import os
 import re
 import threading
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union, cast, overload
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple, Union, cast, overload
 
 from wasmtime.component import Variant
 
@@ -312,7 +312,8 @@ class Effect:
         lease = self.lease(*values) if callable(self.lease) else self.lease
         if not lease and gate.standing:
             # Granted at the submit, once the proposal is known good (see Interlock._prepare).
-            lease = gate.host().standing_lease_name(agent)
+            # An agent that cannot have one: the gate's own InvalidField (at /agent) says why.
+            lease = gate._standing_name(agent) or gate.host().standing_lease_name(agent)
         if lease:
             authority: Dict[str, Any] = {"lease": lease}
             if self.allowed is not None:
@@ -433,6 +434,10 @@ class Interlock:
         self.agent = agent
         #: Whether effects that name no lease run under the agent's standing lease.
         self.standing = standing_lease is True
+        # Agents whose standing lease this Interlock has seen granted: the gate grants it
+        # once only, so later submits need not ask again (three crossings saved per submit).
+        self._standing_granted: Set[str] = set()
+        self._standing_names: Dict[str, Optional[str]] = {}
         self.clock: Clock = clock or SystemClock()
         self._wasm = wasm
         # Serializes every gate call, and what must change together with one (the gate
@@ -583,10 +588,19 @@ class Interlock:
         host = self.host()
         if self.standing:
             agent, lease = _agent_and_lease_of(text)
-            if isinstance(agent, str) and lease is not None and lease == _standing_name(host, agent):
+            if (isinstance(agent, str) and agent not in self._standing_granted
+                    and lease is not None and lease == self._standing_name(agent)):
                 host.effect_id_of(text)  # raises on a proposal the gate refuses
                 host.grant_standing_lease(agent)
+                self._standing_granted.add(agent)
         return host, text
+
+    def _standing_name(self, agent: str) -> Optional[str]:
+        """The gate's name for ``agent``'s standing lease (None: the agent cannot have one),
+        asked once per agent."""
+        if agent not in self._standing_names:
+            self._standing_names[agent] = _standing_name(self.host(), agent)
+        return self._standing_names[agent]
 
     def submit(self, proposal: Proposal, *, crash_after_effect: bool = False,
                crash_before_effect: bool = False) -> Outcome:
