@@ -443,15 +443,12 @@ impl World {
         self.resume(w, Reply::Unknown("no reply before the timeout".into()))
     }
 
-    pub(crate) fn take_receipt(&mut self) -> Result<(), Violation> {
-        let ids = self.effect_ids();
-        if ids.is_empty() {
-            return Ok(());
-        }
-        let id = ids[self.rng.random_range(0..ids.len())].clone();
+    /// The effect's signed receipt, checked against the journal it pins (signature, and
+    /// that it rebuilds from the stream as stored).
+    pub(crate) fn checked_receipt(&mut self, id: &str) -> Result<String, Violation> {
         let r = self
             .admin
-            .receipt(&mut journal::Admin(&mut self.j), &id, Some(RECEIPT_KEY))
+            .receipt(&mut journal::Admin(&mut self.j), id, Some(RECEIPT_KEY))
             .map_err(|e| Violation {
                 invariant: "unexpected_gate_error",
                 detail: format!("receipt: {e:?}"),
@@ -471,8 +468,18 @@ impl World {
                 detail: format!("check_receipt: {e:?}"),
             })?;
         if !rep.problems.is_empty() {
-            return fail("receipt_check", format!("{:?}", rep.problems));
+            return fail("receipt_check", format!("{id}: {:?}", rep.problems));
         }
+        Ok(r)
+    }
+
+    pub(crate) fn take_receipt(&mut self) -> Result<(), Violation> {
+        let ids = self.effect_ids();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let id = ids[self.rng.random_range(0..ids.len())].clone();
+        let r = self.checked_receipt(&id)?;
         let head = parse(&r)["head"]["length"].as_u64().unwrap_or(0);
         let unsynced = head > self.j.durable_len(&format!("effect:{id}"));
         self.ev("receipt_taken");

@@ -3,9 +3,8 @@
 use interlock_core::State;
 use serde_json::json;
 
-use crate::journal;
 use crate::world::{state_of, OpState, Pend, Worker, World};
-use crate::{fail, View, Violation, RECEIPT_KEY};
+use crate::{fail, Violation};
 
 impl World {
     /// Faults stop; the clock passes every claim; every agent resubmits its request and
@@ -77,30 +76,7 @@ impl World {
             if last == "REFUSED" && executed == "no" && refunds > 0 {
                 return fail("refused_unsent_but_refunded", id);
             }
-            let r = self
-                .admin
-                .receipt(&mut journal::Admin(&mut self.j), &id, Some(RECEIPT_KEY))
-                .map_err(|e| Violation {
-                    invariant: "unexpected_gate_error",
-                    detail: format!("receipt: {e:?}"),
-                })?;
-            let rep = self
-                .admin
-                .check_receipt(
-                    &mut View {
-                        inner: self.j.raw(),
-                        names: vec![format!("effect:{id}")],
-                    },
-                    &r,
-                    RECEIPT_KEY,
-                )
-                .map_err(|e| Violation {
-                    invariant: "unexpected_gate_error",
-                    detail: format!("check_receipt: {e:?}"),
-                })?;
-            if !rep.problems.is_empty() {
-                return fail("receipt_check", format!("{id}: {:?}", rep.problems));
-            }
+            let r = self.checked_receipt(&id)?;
             self.anchors.push((r, false));
         }
         self.ev("settled");
