@@ -88,13 +88,10 @@ impl Gate {
     ) -> Result<u64, GateError> {
         check_effect_id(effect_id)?;
         let stream = self.load(j, &effect_stream(effect_id))?;
-        let first = stream
-            .entries
-            .first()
-            .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
-        let p = Proposal::parse(&canonical(first.get("proposal").unwrap_or(&Value::Null)))
-            .map_err(|e| GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name)))?;
-        Ok(p.target.timeout_ms)
+        if stream.entries.is_empty() {
+            return Err(GateError::UnknownEffect(effect_id.into()));
+        }
+        Ok(recorded_proposal(&stream)?.target.timeout_ms)
     }
 
     pub fn submit(
@@ -107,12 +104,8 @@ impl Gate {
         let id = p.effect_id();
         let stream = self.load(j, &effect_stream(&id))?;
         let op = self.take_op_id();
-        if let Some(first) = stream.entries.first() {
-            let recorded =
-                Proposal::parse(&canonical(first.get("proposal").unwrap_or(&Value::Null)))
-                    .map_err(|e| {
-                        GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name))
-                    })?;
+        if !stream.entries.is_empty() {
+            let recorded = recorded_proposal(&stream)?;
             if recorded.payload_hash() != p.payload_hash() {
                 // Nothing is recorded: the journal keeps the first decision only.
                 let ctx = Ctx::new(id, p, Stream::empty(""));
@@ -162,16 +155,14 @@ impl Gate {
     ) -> Result<Step, GateError> {
         check_effect_id(effect_id)?;
         let stream = self.load(j, &effect_stream(effect_id))?;
-        let first = stream
-            .entries
-            .first()
-            .ok_or_else(|| GateError::UnknownEffect(effect_id.into()))?;
+        if stream.entries.is_empty() {
+            return Err(GateError::UnknownEffect(effect_id.into()));
+        }
         let op = self.take_op_id();
         if is_closed(&stream) {
             return Ok(done(op, self.replay(j, effect_id, &stream)?));
         }
-        let p = Proposal::parse(&canonical(first.get("proposal").unwrap_or(&Value::Null)))
-            .map_err(|e| GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name)))?;
+        let p = recorded_proposal(&stream)?;
         self.start(j, now_ms, op, Ctx::new(effect_id.into(), p, stream))
     }
 
@@ -331,4 +322,12 @@ impl Gate {
         self.next_op += 1;
         self.next_op
     }
+}
+
+/// The decision an effect's stream recorded in its first entry (PROPOSED); the caller has
+/// checked that the stream has one. One that no longer parses is a corrupt journal.
+fn recorded_proposal(stream: &Stream) -> Result<Proposal, GateError> {
+    let recorded = stream.entries.first().and_then(|e| e.get("proposal"));
+    Proposal::parse(&canonical(recorded.unwrap_or(&Value::Null)))
+        .map_err(|e| GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name)))
 }
