@@ -37,7 +37,7 @@ from wasmtime import Engine, Store
 from wasmtime.component import Component, Linker, Record, Variant
 
 from .errors import GateTrap, InterlockError, SimulatedCrash, gate_error
-from .journal import Conflict, FileJournal, JournalFileError
+from .journal import FORMAT_WASM, Conflict, FileJournal, JournalFileError
 
 if TYPE_CHECKING:
     from .decorator import Receipt
@@ -57,10 +57,19 @@ IN_RECOVERY = "in_recovery"
 # ---------------------------------------------------------------- loading the component
 
 
+# The variable that points at each component instead of the packaged copy.
+_WASM_ENV = {
+    GATE_WASM: "INTERLOCK_WASM",
+    PAYMENTS_WASM: "INTERLOCK_PAYMENTS_WASM",
+    FORMAT_WASM: "INTERLOCK_JOURNAL_FORMAT_WASM",
+}
+
+
 def wasm_path(name: str) -> Path:
-    """Where a component is: ``$INTERLOCK_WASM`` (the gate) or ``$INTERLOCK_PAYMENTS_WASM``,
-    else the copy inside this package, else a development checkout's dist/."""
-    env = os.environ.get("INTERLOCK_WASM" if name == GATE_WASM else "INTERLOCK_PAYMENTS_WASM")
+    """Where a component is: its variable (``$INTERLOCK_WASM`` for the gate,
+    ``$INTERLOCK_PAYMENTS_WASM``, ``$INTERLOCK_JOURNAL_FORMAT_WASM``), else the copy inside
+    this package, else a development checkout's dist/."""
+    env = os.environ.get(_WASM_ENV[name])
     if env:
         return Path(env)
     packaged = Path(__file__).with_name("wasm") / name

@@ -156,9 +156,9 @@ class _Format:
         from wasmtime.component import Linker
 
         from .errors import GateTrap
-        from .gate import engine, load_component
+        from .gate import engine, load_component, wasm_path
 
-        path = Path(os.environ.get("INTERLOCK_JOURNAL_FORMAT_WASM") or _format_wasm_path())
+        path = wasm_path(FORMAT_WASM)
         self.store = Store(engine())
         try:
             instance = Linker(engine()).instantiate(self.store, load_component(path))
@@ -191,20 +191,6 @@ class _Format:
         if hasattr(r, "kind") and hasattr(r, "message"):
             raise _format_error(r)
         return r
-
-
-def _format_wasm_path() -> Path:
-    packaged = Path(__file__).with_name("wasm") / FORMAT_WASM
-    if packaged.is_file():
-        return packaged
-    # src/interlock/journal.py -> the repository root's dist/
-    dev = Path(__file__).resolve().parents[4] / "dist" / FORMAT_WASM
-    if dev.is_file():
-        return dev
-    raise FileNotFoundError(
-        f"the component {FORMAT_WASM} was not found in this package ({packaged}) nor in "
-        f"{dev}; build it with `bash scripts/build-wasm.sh`"
-    )
 
 
 def _format_error(e: Any) -> JournalFileError:
