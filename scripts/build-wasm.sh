@@ -15,3 +15,8 @@ echo "dist/payments_sim.wasm ($(wc -c < dist/payments_sim.wasm) bytes)"
 cargo build --release --target wasm32-wasip2 --manifest-path adapters/journal-format/component/Cargo.toml "$@"
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_journal_format_component.wasm" dist/journal_format.wasm
 echo "dist/journal_format.wasm ($(wc -c < dist/journal_format.wasm) bytes)"
+# The conformance runner, which every host runs over its own gate and journal (imports the
+# gate and its driver: tests/conformance/runner/wit).
+cargo build --release --target wasm32-wasip2 --manifest-path tests/conformance/runner/Cargo.toml "$@"
+cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_conformance_runner.wasm" dist/conformance_runner.wasm
+echo "dist/conformance_runner.wasm ($(wc -c < dist/conformance_runner.wasm) bytes)"

@@ -2,7 +2,7 @@
 // Serves the viewer as static files on 127.0.0.1 (no server logic: any static server rooted
 // at the repository root would do). Only what the page needs is served: viewer/, the Node
 // host's browser code and its transpiled components (hosts/node/src, hosts/node/gen), the
-// conformance runner (hosts/node/src/conformance.js) and the vectors (tests/conformance).
+// conformance runner and its driver (hosts/node/conformance) and the vectors (tests/conformance).
 //
 //   node viewer/serve.js [port]      then open http://127.0.0.1:<port>/viewer/
 //
@@ -13,7 +13,7 @@ import { dirname, extname, join, normalize, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const ALLOWED = ['viewer/', 'hosts/node/src/', 'hosts/node/gen/', 'tests/conformance/'];
+const ALLOWED = ['viewer/', 'hosts/node/src/', 'hosts/node/gen/', 'hosts/node/conformance/', 'tests/conformance/'];
 const TYPES = {
   '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8',
   '.json': 'application/json', '.wasm': 'application/wasm', '.png': 'image/png', '.svg': 'image/svg+xml', '.md': 'text/plain; charset=utf-8',
@@ -72,7 +72,7 @@ export function serve({ port = 0, host = '127.0.0.1' } = {}) {
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   const port = Number(process.argv[2] ?? process.env.PORT ?? 8080);
-  for (const f of ['hosts/node/gen/gate/interlock_gate.js', 'hosts/node/gen/payments/payments_sim.js']) {
+  for (const f of ['hosts/node/gen/gate/interlock_gate.js', 'hosts/node/conformance/gen/conformance_runner.js']) {
     try {
       await stat(join(ROOT, f));
     } catch {

@@ -8,7 +8,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
 # fs-ext (flock) builds against the system's Node headers; no header download.
 export npm_config_nodedir="${npm_config_nodedir:-/usr}"
 
-for f in ../../dist/interlock_gate.wasm ../../dist/payments_sim.wasm; do
+for f in ../../dist/interlock_gate.wasm ../../dist/payments_sim.wasm ../../dist/conformance_runner.wasm; do
   [ -f "$f" ] || { echo "missing $f: run bash scripts/build-wasm.sh first" >&2; exit 2; }
 done
 if [ ! -x /usr/bin/chromium ]; then

@@ -12,7 +12,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 VENV=${INTERLOCK_PY_VENV:-$HERE/.venv}
 PY=${PYTHON:-python3}
 
-for c in interlock_gate.wasm payments_sim.wasm journal_format.wasm; do
+for c in interlock_gate.wasm payments_sim.wasm journal_format.wasm conformance_runner.wasm; do
   if [ ! -f "$ROOT/dist/$c" ]; then
     echo "test.sh: $ROOT/dist/$c is missing; run bash scripts/build-wasm.sh first" >&2
     exit 2

@@ -1,10 +1,11 @@
-// The viewer page: pick a fault, a tier and a baseline, press play. The Interlock column is
-// the conformance vector played by the conformance runner through the gate component
-// (live.js); the baseline column is the fault table's experiment code (baseline.js) against
-// its own instance of the same simulated service. This file only renders.
-import { gateComponent, paymentsComponent } from '../../hosts/node/src/load-browser.js';
+// The viewer page: pick a fault, a tier and a baseline, press play. Both columns are the
+// conformance runner (tests/conformance/runner, the component every host runs): the
+// Interlock column is the vector played through the gate component (live.js), the baseline
+// column the runner's `baseline`, the fault table's, on its own instance of the same
+// simulated service. This file only renders.
+import { gateComponent } from '../../hosts/node/src/load-browser.js';
+import { baseline as playBaseline, startMs } from '../../hosts/node/conformance/driver.js';
 import { play, JournalView } from './live.js';
-import { BaselineRun, BASELINES, NotModelled, whyNotModelled, T0_MS } from './baseline.js';
 import { FAULTS, TIERS, vectorId } from './catalog.js';
 
 const $ = (id) => document.getElementById(id);
@@ -87,6 +88,14 @@ const reasonText = (r) => (r ? `${r}${REASONS[r] ? ` (${REASONS[r]})` : ''}` : '
 
 // ---------------------------------------------------------------- state
 
+export const BASELINES = {
+  'plain-retry': { name: 'Plain retry', blurb: 'Re-run the step on restart' },
+  'request-ids': { name: 'Request IDs', blurb: 'The standard fix: one idempotency key per request' },
+  'durable-workflows': { name: 'Durable workflows', blurb: 'Temporal-style, used as documented' },
+};
+
+/** The runner's start of fake time, read at boot. */
+let T0_MS = 0;
 const sel = { fault: FAULTS[1], variant: 0, tier: '1', baseline: 'plain-retry', pace: 1 };
 let comps = null;
 let view = null;
@@ -108,9 +117,6 @@ async function loadVector(id) {
   }
   return vectors.get(id);
 }
-
-const sha256 = async (bytes) => [...new Uint8Array(await crypto.subtle.digest('SHA-256', bytes))]
-  .map((b) => b.toString(16).padStart(2, '0')).join('');
 
 // ---------------------------------------------------------------- controls
 
@@ -234,8 +240,9 @@ async function run() {
   const gen = generation;
   const id = currentId();
   const v = await loadVector(id);
-  const notModelled = whyNotModelled(v);
-  const baseline = notModelled ? null : await BaselineRun.create(sel.baseline, v, comps.payments);
+  const played = await playBaseline(v, sel.baseline);
+  const notModelled = played.not_modelled;
+  const baseline = notModelled ? null : played;
   const ctx = {
     gen, v, id, baseline, notModelled, outage: false, step: null, effects: [], lines: [], amounts: new Map(),
     list: null, workersSeen: 0,
@@ -250,7 +257,7 @@ async function run() {
   if (sel.pace > 0) document.querySelector('.scoreboard').scrollIntoView({ behavior: 'smooth', block: 'start' });
   setupCard(ctx);
   try {
-    const { report, lines } = await play(v, { components: comps, sha256, show: (ev) => show(ctx, ev) });
+    const { report, lines } = await play(v, { components: comps, show: (ev) => show(ctx, ev) });
     if (gen !== generation) return;
     finish(ctx, report, lines);
   } catch (e) {
@@ -362,20 +369,12 @@ function renderStep(ctx, ev) {
 
 function stepBaseline(ctx, s, index) {
   if (!ctx.baseline) return;
-  let lines;
-  try {
-    lines = ctx.baseline.step(s);
-  } catch (e) {
-    if (!(e instanceof NotModelled)) throw e;
-    $('baseline-trace').append(h('li', { class: 'na' }, e.message));
-    ctx.baseline = null;
-    return;
-  }
+  const { lines, refunded_cents: refunded } = ctx.baseline.steps[index];
   for (const line of lines) {
     $('baseline-trace').append(h('li', { 'data-raw': line, class: `bt${/dies|lost/.test(line) ? ' crash' : ''}${/-> re_/.test(line) ? ' paid' : ''}${/error/.test(line) ? ' err' : ''}`, 'data-step': index },
       h('span', { class: 'bt-step' }, String(index + 1)), baselineLine(line)));
   }
-  setMoney('baseline-refunded', ctx.baseline.refundedCents);
+  setMoney('baseline-refunded', refunded);
 }
 
 /** The baseline's trace text (baseline.rs's words), with amounts in dollars. */
@@ -433,17 +432,17 @@ function renderAsk(ctx, ev) {
   switch (ev.tag) {
     case 'capture': event(ctx, 'ask', who, `read the premises again, now: ${r.names.join(', ')}`); break;
     case 'authorize': event(ctx, 'ask', who, 'ask the host’s own authority check'); break;
-    case 'apply': event(ctx, 'ask', who, h('strong', {}, 'send it now'), ` (attempt ${r.attempt}, idempotency key ${shortId(r.idempotencyKey)})`); break;
-    case 'query': event(ctx, 'ask', who, `is there a refund with reference ${shortId(r.effectId)}?`); break;
+    case 'apply': event(ctx, 'ask', who, h('strong', {}, 'send it now'), ` (attempt ${r.attempt}, idempotency key ${shortId(r.idempotency_key)})`); break;
+    case 'query': event(ctx, 'ask', who, `is there a refund with reference ${shortId(r.effect_id)}?`); break;
     default: event(ctx, 'ask', who, ev.tag);
   }
   return DELAY_MS.ask;
 }
 
 function renderService(ctx, ev) {
-  setMoney('interlock-refunded', ev.refundedCents);
+  setMoney('interlock-refunded', ev.refunded_cents);
   const before = ctx.refundedCents ?? 0;
-  ctx.refundedCents = ev.refundedCents;
+  ctx.refundedCents = ev.refunded_cents;
   ctx.refundedCentsBefore = before;
   const who = h('span', { class: 'who svc' }, 'payments');
   const err = ev.error ? (typeof ev.error === 'object' ? `${ev.error.tag}` : String(ev.error)) : null;
@@ -454,22 +453,11 @@ function renderService(ctx, ev) {
         ? `premises: ${premiseText(ev.result)}`
         : `premises (its own refund excluded): ${premiseText(ev.result)}`);
       return DELAY_MS.service;
-    case 'refund':
-      if (err) event(ctx, 'svc bad', who, `refund of ${money(ev.args[1])} refused: ${err}`);
-      else if (ev.refundedCents === ctx.refundedCentsBefore) {
-        // Tier 1 saw the idempotency key before: it answers with the first refund, creates nothing.
-        event(ctx, 'svc', who, h('strong', {}, 'deduped'), `: the key was seen before, so it returns ${ev.result.id} and creates nothing`);
-      } else event(ctx, 'svc money', who, h('strong', {}, `refund ${money(ev.result.amount_cents)} sent`), ` → ${ev.result.id}${ev.args[2] ? `, key ${shortId(ev.args[2])}` : ''}`);
-      return DELAY_MS.service;
-    case 'refundByHand':
+    case 'refund_by_hand':
       event(ctx, 'svc money hand', who, h('strong', {}, `${money(ev.result.amount_cents)} refunded by hand`), ` → ${ev.result.id}`);
       return DELAY_MS.service;
-    case 'setEligible':
+    case 'set_eligible':
       event(ctx, 'svc', who, `order_881 is now ${ev.args[1] ? 'eligible' : 'not eligible'}`);
-      return DELAY_MS.service;
-    case 'findByReference':
-      if (err) event(ctx, 'svc bad', who, `lookup failed: ${err}`);
-      else event(ctx, 'svc', who, ev.result ? `found ${ev.result.id}: ${money(ev.result.amount_cents)}, already refunded` : 'no refund with that reference');
       return DELAY_MS.service;
     default:
       return 0;
@@ -478,9 +466,9 @@ function renderService(ctx, ev) {
 
 // The service's own answer to a step the worker routed to it (codes, not sentences).
 function renderReply(ctx, ev) {
-  setMoney('interlock-refunded', ev.refundedCents);
+  setMoney('interlock-refunded', ev.refunded_cents);
   const before = ctx.refundedCents ?? 0;
-  ctx.refundedCents = ev.refundedCents;
+  ctx.refundedCents = ev.refunded_cents;
   ctx.refundedCentsBefore = before;
   const who = h('span', { class: 'who svc' }, 'payments');
   const { tag, val } = ev.reply;
@@ -493,10 +481,10 @@ function renderReply(ctx, ev) {
     case 'apply': {
       const amount = money(JSON.parse(ev.request.effect).amount_cents);
       if (!refund) event(ctx, 'svc bad', who, `refund of ${amount} refused: ${val}`);
-      else if (ev.refundedCents === before) {
+      else if (ev.refunded_cents === before) {
         // Tier 1 saw the idempotency key before: it answers with the first refund, creates nothing.
         event(ctx, 'svc', who, h('strong', {}, 'deduped'), `: the key was seen before, so it returns ${refund.refund_id} and creates nothing`);
-      } else event(ctx, 'svc money', who, h('strong', {}, `refund ${money(refund.amount_cents)} sent`), ` → ${refund.refund_id}, key ${shortId(ev.request.idempotencyKey)}`);
+      } else event(ctx, 'svc money', who, h('strong', {}, `refund ${money(refund.amount_cents)} sent`), ` → ${refund.refund_id}, key ${shortId(ev.request.idempotency_key)}`);
       return DELAY_MS.service;
     }
     case 'query':
@@ -570,15 +558,15 @@ function renderOutcome(ctx, ev) {
   const o = ev.outcome;
   const bits = [];
   if (o.state === 'DISPATCHED' && o.reason === 'claim_live') {
-    event(ctx, 'sys', `The old worker’s claim is still live: recovery waits ${duration(o.retryAfterMs ?? 0)} (on the test clock) and asks again.`);
+    event(ctx, 'sys', `The old worker’s claim is still live: recovery waits ${duration(o.retry_after_ms ?? 0)} (on the test clock) and asks again.`);
     return DELAY_MS.outcome;
   }
   if (o.reason) bits.push(reasonText(o.reason));
   bits.push(`executed ${o.executed}`);
   if (o.changed.length) bits.push(changedText(o.changed));
-  if (o.returnTo) bits.push(`sent back to ${o.returnTo}`);
+  if (o.return_to) bits.push(`sent back to ${o.return_to}`);
   if (o.replayed) bits.push('replayed from the journal, nothing sent');
-  event(ctx, `outcome o-${o.state.toLowerCase()}`, h('span', { class: 'who' }, `outcome · effect ${shortId(o.effectId)}`), badge(o.state, 'big'), ` ${bits.join('; ')}`);
+  event(ctx, `outcome o-${o.state.toLowerCase()}`, h('span', { class: 'who' }, `outcome · effect ${shortId(o.effect_id)}`), badge(o.state, 'big'), ` ${bits.join('; ')}`);
   return DELAY_MS.outcome;
 }
 
@@ -647,12 +635,12 @@ function finish(ctx, report, lines) {
     ...tasks.map(([name, t]) => h('span', { class: 'task', 'data-task': name, 'data-state': t.state, 'data-reason': t.reason ?? '', 'data-executed': t.executed },
       tasks.length > 1 ? `${name} ` : '', badge(t.state), t.reason ? ` ${t.reason}` : '')));
   if (ctx.baseline) {
-    const b = ctx.baseline.refundedCents;
+    const b = ctx.baseline.refunded_cents;
     const bv = verdict(b, right);
     setMoney('baseline-refunded', b);
     $('score-baseline').dataset.verdict = bv.ok ? 'ok' : 'wrong';
     $('baseline-verdict').replaceChildren(h('span', { class: bv.ok ? 'ok' : 'wrong' }, bv.ok ? '✓ ' : '✗ ', bv.text),
-      h('span', { class: 'muted' }, ` · ${ctx.baseline.refundRecords} refund record${ctx.baseline.refundRecords === 1 ? '' : 's'}`));
+      h('span', { class: 'muted' }, ` · ${ctx.baseline.refund_records} refund record${ctx.baseline.refund_records === 1 ? '' : 's'}`));
   } else {
     $('baseline-verdict').replaceChildren(h('span', { class: 'muted' }, 'not modelled by the fault table'));
   }
@@ -749,10 +737,11 @@ async function boot() {
     verifyText();
   };
   try {
-    const [gate, payments, pinRes] = await Promise.all([
-      gateComponent(), paymentsComponent(), fetch(new URL('../../tests/conformance/journal-pins.json', import.meta.url)),
+    const [gate, t0, pinRes] = await Promise.all([
+      gateComponent(), startMs(), fetch(new URL('../../tests/conformance/journal-pins.json', import.meta.url)),
     ]);
-    comps = { gate, payments };
+    comps = { gate };
+    T0_MS = t0;
     pins = pinRes.ok ? await pinRes.json() : {};
     view = await JournalView.create(gate);
   } catch (e) {

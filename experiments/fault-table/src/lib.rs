@@ -4,22 +4,20 @@
 //!
 //! The scenarios are the conformance vectors in tests/conformance/, not a second copy:
 //! fault `Fn` at tier `T` is vector `Fn-tT`; F10 exists only at tier 1, as `F10-t1+lookup`
-//! (the headline row) and `F10-t1`. The Interlock column is the conformance runner on the
-//! vector; the baselines ([`baseline`]) interpret the same steps themselves.
+//! (the headline row) and `F10-t1`. Every column is the conformance runner
+//! (tests/conformance/runner): the Interlock column is its `run` on the vector through the
+//! gate, the baselines are its `baseline`, which plays the same steps without a gate.
 
-pub mod baseline;
 pub mod render;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context, Result};
-use interlock_cli::conformance::{self, Vector};
+use interlock_cli::conformance::{self, Runner, Vector};
 use interlock_cli::Runtime;
 use serde::Serialize;
 use serde_json::Value;
-
-pub use baseline::Baseline;
 
 /// The repository's root, found from this crate's manifest.
 pub fn repo_root() -> PathBuf {
@@ -64,11 +62,12 @@ impl Approach {
         }
     }
 
-    fn baseline(self) -> Option<Baseline> {
+    /// The runner's name of a baseline (`None`: Interlock).
+    fn baseline(self) -> Option<&'static str> {
         match self {
-            Approach::PlainRetry => Some(Baseline::PlainRetry),
-            Approach::RequestIds => Some(Baseline::RequestIds),
-            Approach::DurableWorkflows => Some(Baseline::DurableWorkflows),
+            Approach::PlainRetry => Some("plain-retry"),
+            Approach::RequestIds => Some("request-ids"),
+            Approach::DurableWorkflows => Some("durable-workflows"),
             Approach::Interlock => None,
         }
     }
@@ -248,7 +247,7 @@ fn task_amounts(v: &Vector) -> BTreeMap<String, u64> {
 }
 
 /// Interlock's cell in words, from the tasks' last outcomes as the agent saw them.
-fn interlock_words(v: &Vector, report: &conformance::RunReport) -> String {
+fn interlock_words(v: &Vector, refunded_cents: u64, tasks: &BTreeMap<String, Value>) -> String {
     let amounts = task_amounts(v);
     let hand: u64 = v
         .steps
@@ -262,16 +261,16 @@ fn interlock_words(v: &Vector, report: &conformance::RunReport) -> String {
             .unwrap_or("")
             .to_string()
     };
-    let refused = report.tasks.values().any(|o| state(o) == "REFUSED");
-    if report.refunded_cents == 0 && refused {
+    let refused = tasks.values().any(|o| state(o) == "REFUSED");
+    if refunded_cents == 0 && refused {
         return "refused".into();
     }
-    let mut parts = vec![if hand > 0 && hand == report.refunded_cents {
-        format!("{} by hand", dollars(report.refunded_cents))
+    let mut parts = vec![if hand > 0 && hand == refunded_cents {
+        format!("{} by hand", dollars(refunded_cents))
     } else {
-        dollars(report.refunded_cents)
+        dollars(refunded_cents)
     }];
-    for (name, o) in &report.tasks {
+    for (name, o) in tasks {
         let amount = amounts.get(name).copied().map(dollars).unwrap_or_default();
         match state(o).as_str() {
             "REFUSED" if o.get("replayed") == Some(&Value::Bool(true)) => {
@@ -289,7 +288,7 @@ fn interlock_words(v: &Vector, report: &conformance::RunReport) -> String {
 }
 
 /// Plays every row through every approach. The component is loaded once; `vectors` by id.
-pub fn compute_with(runtime: &Runtime, vectors: &BTreeMap<String, Vector>) -> Result<Table> {
+pub fn compute_with(runner: &Runner, vectors: &BTreeMap<String, Vector>) -> Result<Table> {
     let mut cells = Vec::new();
     let mut problems = Vec::new();
     for row in rows() {
@@ -330,15 +329,21 @@ pub fn compute_with(runtime: &Runtime, vectors: &BTreeMap<String, Vector>) -> Re
         for approach in Approach::ALL {
             let (refunded, words, runner_failures, trace) = match approach.baseline() {
                 Some(b) => {
-                    let r = baseline::run(b, v)?;
-                    let words = baseline_words(r.refunded_cents, right);
-                    (r.refunded_cents, words, Vec::new(), r.trace)
+                    let r = runner.baseline(v, b)?;
+                    if let Some(why) = r["not_modelled"].as_str() {
+                        bail!("vector {id} is in the table, but {why}");
+                    }
+                    let refunded = r["refunded_cents"].as_u64().unwrap_or_default();
+                    let trace = serde_json::from_value(r["trace"].clone())?;
+                    (refunded, baseline_words(refunded, right), Vec::new(), trace)
                 }
                 None => {
                     let work = tempfile::tempdir()?;
-                    let report = conformance::run(runtime, v, work.path())
+                    let report = runner
+                        .run(v, "{}", false, work.path())
                         .with_context(|| format!("the conformance runner on {id}"))?;
-                    let words = interlock_words(v, &report);
+                    let tasks: BTreeMap<String, Value> = serde_json::from_str(&report.tasks)?;
+                    let words = interlock_words(v, report.refunded_cents, &tasks);
                     (report.refunded_cents, words, report.failures, Vec::new())
                 }
             };
@@ -374,6 +379,7 @@ pub fn load_vectors(dir: &Path) -> Result<BTreeMap<String, Vector>> {
 /// the whole table.
 pub fn compute() -> Result<Table> {
     let runtime = Runtime::locate_and_load(None).context("cannot load the gate component")?;
+    let runner = Runner::load(&conformance::locate(), &runtime)?;
     let vectors = load_vectors(&vectors_dir())?;
-    compute_with(&runtime, &vectors)
+    compute_with(&runner, &vectors)
 }

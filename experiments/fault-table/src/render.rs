@@ -96,8 +96,8 @@ pub fn markdown(table: &Table) -> String {
         out,
         "F1..F10 (FAULTS.md) through four approaches on the same simulated payments service \
          (`interlock-payments-sim`). Every row is a conformance vector from \
-         `tests/conformance/`, played by the Interlock conformance runner and by the three \
-         baselines of `experiments/fault-table`. A cell is what was refunded on `order_881` \
+         `tests/conformance/`, played by the conformance runner (`tests/conformance/runner`): through the \
+         gate for Interlock, without it for the three baselines (its `baseline` export). A cell is what was refunded on `order_881` \
          at the end, in words and (in parentheses) exact cents; ✗ marks a wrong outcome \
          (refunded differs from the right amount: nothing for F6, F7, F9; $20 otherwise, for \
          F8 the hand refund's $20 alone).\n"
@@ -207,9 +207,9 @@ pub fn markdown(table: &Table) -> String {
          `redecide` does not change it); starting a workflow whose id exists (a second send, \
          even from another task with the same key) returns the existing result and sends \
          nothing.\n\
-         - **Interlock**: `interlock_cli::conformance::run` on the vector, through the gate \
-         component loaded once; its runner checks every expectation of the vector, and the \
-         table requires its failures to be empty.\n"
+         - **Interlock**: the conformance runner's `run` on the vector, through the gate \
+         component, as every host's conformance test runs it; the runner checks every \
+         expectation of the vector, and the table requires its failures to be empty.\n"
     );
     if table.problems.is_empty() {
         let _ = writeln!(

@@ -1,63 +1,72 @@
-//! The conformance runner: plays the vectors in tests/conformance/ (format in its
-//! README.md) through the gate component, a file journal and the simulated payments
-//! service, and reports every difference from what the vector expects.
-//!
-//! The runner interprets the world's script (who crashes when, what changes during the
-//! outage); every decision about the effect is the component's.
+//! This host's driver of the conformance runner (tests/conformance/runner, the one
+//! interpreter of the vectors, a component every host runs). What is here is this host's
+//! own: gate instances on wasmtime over a file journal, a fake clock, and the file
+//! operations `tear_journal`, `reopen` and `repair` act on. The step language, the world,
+//! the crash points and the expectations are the runner's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use interlock_file_journal::FileJournal;
-use interlock_payments_sim::{Payments, Tier};
 use serde::Deserialize;
-use serde_json::{json, Map, Value};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Engine, Store};
 
-use crate::bindings::exports::interlock::gate::gate::GateError;
-use crate::bindings::interlock::gate::target::{
-    ApplyRequest, Ask, AuthorizeRequest, CaptureRequest, QueryRequest, Reply,
-};
-use crate::bindings::interlock::gate::types::{Executed, Outcome, Reason, State};
-use crate::case::{LEASE, ORDER};
+use crate::bindings::exports::interlock::gate::gate as exported;
+use crate::bindings::interlock::gate::journal::JournalError;
+use crate::bindings::interlock::gate::target::{Reply, Step};
+use crate::bindings::interlock::gate::types::Outcome;
 use crate::clock::Clock;
-use crate::gate::{CrashAction, CrashPoint, Error, GateHost};
+use crate::gate::{Error, GateHost};
 use crate::journal::SharedJournal;
 use crate::runtime::Runtime;
-use crate::targets::{PaymentsTarget, Targets};
 
-/// Every vector starts at this fake time (2027-01-15T08:00:00Z).
-pub const T0_MS: u64 = 1_800_000_000_000;
-const LEASE_MS: u64 = 48 * 3_600_000;
-const DEFAULT_KEY: &str = "refund:order_881";
+mod bindings {
+    wasmtime::component::bindgen!({
+        world: "conformance-runner",
+        path: "../../tests/conformance/runner/wit",
+        imports: { default: trappable },
+        with: {
+            "interlock:gate/types": crate::bindings::interlock::gate::types,
+            "interlock:gate/target": crate::bindings::interlock::gate::target,
+            "interlock:gate/journal": crate::bindings::interlock::gate::journal,
+        },
+    });
+}
+
+use bindings::exports::interlock::conformance::runner::{Options, Report};
+use bindings::interlock::conformance::driver;
+use bindings::interlock::gate::gate as imported;
+
+/// Where scripts/build-wasm.sh puts the runner, relative to the checkout.
+pub const DIST_WASM: &str = "dist/conformance_runner.wasm";
 /// The file beside the vectors that pins each vector's journal bytes.
 pub const PINS: &str = "journal-pins.json";
 
+/// A vector file: what the fault table and the tests show of it, and its text, which the
+/// runner reads (and checks) in full.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Vector {
     pub id: String,
     pub fault: String,
     pub title: String,
     pub tier: String,
-    #[serde(default)]
-    pub paid_cents: Option<u64>,
     pub steps: Vec<Value>,
     pub expect: Value,
-    /// Host name -> why that host cannot run this vector.
     #[serde(default)]
     pub skip: BTreeMap<String, String>,
+    #[serde(skip)]
+    pub json: String,
 }
 
-/// What a run produced, and every way it differed from the vector.
-#[derive(Clone, Debug, Default)]
-pub struct RunReport {
-    pub refunded_cents: u64,
-    pub refund_records: usize,
-    pub tasks: BTreeMap<String, Value>,
-    pub journal_sha256: String,
-    pub failures: Vec<String>,
+impl Vector {
+    pub fn parse(text: &str) -> Result<Vector> {
+        let mut v: Vector = serde_json::from_str(text)?;
+        v.json = text.to_string();
+        Ok(v)
+    }
 }
 
 /// Every `*.json` vector in `dir` (sorted by file name), except the pins file.
@@ -72,628 +81,430 @@ pub fn load_dir(dir: &Path) -> Result<Vec<(PathBuf, Vector)>> {
         .into_iter()
         .map(|p| {
             let text = std::fs::read_to_string(&p)?;
-            let v: Vector = serde_json::from_str(&text)
-                .with_context(|| format!("{} is not a vector", p.display()))?;
+            let v =
+                Vector::parse(&text).with_context(|| format!("{} is not a vector", p.display()))?;
             Ok((p, v))
         })
         .collect()
 }
 
-/// The pinned journal hashes, by vector id.
-pub fn load_pins(dir: &Path) -> Result<BTreeMap<String, String>> {
+/// The pinned journal hashes, by vector id (the text of [`PINS`]; `{}` when absent).
+pub fn load_pins(dir: &Path) -> Result<String> {
     let path = dir.join(PINS);
     if !path.exists() {
-        return Ok(BTreeMap::new());
+        return Ok("{}".into());
     }
-    let text = std::fs::read_to_string(&path)?;
-    serde_json::from_str(&text).with_context(|| format!("{} is not a map of pins", path.display()))
+    Ok(std::fs::read_to_string(&path)?)
 }
 
-/// One agent decision: its proposal, and the last outcome the agent saw for it.
-struct Task {
-    proposal: Value,
-    finished: bool,
-    last: Option<Value>,
+/// The runner in a development checkout: `$INTERLOCK_CONFORMANCE_WASM`, else the
+/// checkout's dist/ (see [`DIST_WASM`]).
+pub fn locate() -> PathBuf {
+    std::env::var_os("INTERLOCK_CONFORMANCE_WASM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../..")
+                .join(DIST_WASM)
+        })
 }
 
-/// The payments target with switches that make the next premise reads or host checks
-/// fail, and the targets the current process routes (`None`: all of them).
-struct World {
-    target: PaymentsTarget,
-    failing_reads: u32,
-    failing_checks: u32,
-    routes: Option<Vec<String>>,
-}
-
-impl Targets for World {
-    fn routes(&self) -> Vec<String> {
-        self.routes.clone().unwrap_or_else(|| self.target.routes())
-    }
-    fn capture(&mut self, req: &CaptureRequest) -> Reply {
-        if self.failing_reads > 0 {
-            self.failing_reads -= 1;
-            return Reply::Failed("the order system did not answer".into());
-        }
-        self.target.capture(req)
-    }
-    fn authorize(&mut self, _: &AuthorizeRequest) -> Reply {
-        if self.failing_checks > 0 {
-            self.failing_checks -= 1;
-            return Reply::Failed("check unavailable".into());
-        }
-        Reply::Allowed(true)
-    }
-    fn apply(&mut self, req: &ApplyRequest) -> Reply {
-        self.target.apply(req)
-    }
-    fn query(&mut self, req: &QueryRequest) -> Reply {
-        self.target.query(req)
-    }
-}
-
-struct Run<'a> {
-    runtime: &'a Runtime,
-    clock: Clock,
-    tier: Tier,
+/// The run's world as this host keeps it: the journal directory, the fake clock, and the
+/// worker processes (gate instances), the current one answering the runner's `gate`.
+struct Driver {
+    gates: Runtime,
     dir: PathBuf,
     journal: SharedJournal,
-    world: World,
-    worker: Option<GateHost>,
-    tasks: BTreeMap<String, Task>,
-    order: Vec<String>,
-    failures: Vec<String>,
+    clock: Clock,
+    workers: Vec<GateHost>,
+    current: usize,
+    /// The runner's events, kept when asked for (`Runner::trace`).
+    events: Option<Vec<String>>,
 }
 
-fn field<'v>(step: &'v Value, name: &str) -> Result<&'v Value> {
-    step.get(name)
-        .ok_or_else(|| anyhow!("step {step} lacks {name:?}"))
-}
-
-fn str_field<'v>(step: &'v Value, name: &str) -> Result<&'v str> {
-    field(step, name)?
-        .as_str()
-        .ok_or_else(|| anyhow!("{name:?} must be a string in {step}"))
-}
-
-fn u64_field(step: &Value, name: &str) -> Result<u64> {
-    field(step, name)?
-        .as_u64()
-        .ok_or_else(|| anyhow!("{name:?} must be an integer in {step}"))
-}
-
-fn journal_err_case(e: &GateError) -> &'static str {
-    match e {
-        GateError::InvalidJson(_) => "invalid-json",
-        GateError::InvalidField(_) => "invalid-field",
-        GateError::TooLarge(_) => "too-large",
-        GateError::UnknownEffect(_) => "unknown-effect",
-        GateError::UnknownOperation(_) => "unknown-operation",
-        GateError::UnexpectedReply(_) => "unexpected-reply",
-        GateError::Journal(_) => "journal",
-        GateError::CorruptJournal(_) => "corrupt-journal",
-        GateError::Contention(_) => "contention",
+impl Driver {
+    fn worker(&mut self) -> wasmtime::Result<&mut GateHost> {
+        self.workers
+            .get_mut(self.current)
+            .ok_or_else(|| wasmtime::Error::msg("the runner called the gate with no worker alive"))
     }
 }
 
-fn state_name(s: State) -> &'static str {
-    match s {
-        State::Proposed => "PROPOSED",
-        State::Authorized => "AUTHORIZED",
-        State::Dispatched => "DISPATCHED",
-        State::Committed => "COMMITTED",
-        State::Refused => "REFUSED",
-        State::Ambiguous => "AMBIGUOUS",
-        State::Confirmed => "CONFIRMED",
-    }
-}
-
-/// The journal's spelling of a reason (wit/types.wit `reason`, with underscores).
-fn reason_name(r: Reason) -> &'static str {
+/// A call's two failure layers: a trap of the gate instance traps the runner too; the
+/// gate's own error goes back to the runner as the gate said it.
+fn forward<T, U>(
+    r: Result<T, Error>,
+    ok: impl FnOnce(T) -> U,
+) -> wasmtime::Result<Result<U, imported::GateError>> {
     match r {
-        Reason::ConflictingPayload => "conflicting_payload",
-        Reason::LeaseMissing => "lease_missing",
-        Reason::LeaseExpired => "lease_expired",
-        Reason::LeaseRevoked => "lease_revoked",
-        Reason::NotAllowed => "not_allowed",
-        Reason::PremiseChanged => "premise_changed",
-        Reason::ApprovalMissing => "approval_missing",
-        Reason::ApprovalExpired => "approval_expired",
-        Reason::ApprovalRevoked => "approval_revoked",
-        Reason::ApprovalStale => "approval_stale",
-        Reason::CapExceeded => "cap_exceeded",
-        Reason::TargetRejected => "target_rejected",
-        Reason::NoDedupeNoLookup => "no_dedupe_no_lookup",
-        Reason::DedupeWindowPassed => "dedupe_window_passed",
-        Reason::ClaimLive => "claim_live",
-        Reason::ReadFailed => "read_failed",
-        Reason::TargetUnavailable => "target_unavailable",
-        Reason::TargetUnroutable => "target_unroutable",
+        Ok(v) => Ok(Ok(ok(v))),
+        Err(Error::Gate(e)) => Ok(Err(gate_error(e))),
+        Err(e) => Err(wasmtime::Error::msg(e.to_string())),
     }
 }
 
-fn executed_name(e: Executed) -> &'static str {
+/// The gate's error as the runner's import spells it: the same WIT type, generated twice
+/// (once as the gate's export, once as the runner's import).
+fn gate_error(e: exported::GateError) -> imported::GateError {
+    use exported::GateError as E;
+    use imported::GateError as I;
     match e {
-        Executed::Yes => "yes",
-        Executed::No => "no",
-        Executed::Unknown => "unknown",
+        E::InvalidJson(m) => I::InvalidJson(m),
+        E::InvalidField(f) => I::InvalidField(imported::FieldError {
+            field: f.field,
+            problem: f.problem,
+        }),
+        E::TooLarge(n) => I::TooLarge(n),
+        E::UnknownEffect(id) => I::UnknownEffect(id),
+        E::UnknownOperation(op) => I::UnknownOperation(op),
+        E::UnexpectedReply(m) => I::UnexpectedReply(m),
+        E::Journal(j) => I::Journal(j),
+        E::CorruptJournal(m) => I::CorruptJournal(m),
+        E::Contention(m) => I::Contention(m),
     }
 }
 
-/// Every field `want` names must be equal in `got`; the differences, for a person.
-fn check(what: &str, got: &Value, want: &Value) -> Vec<String> {
-    let Some(want) = want.as_object() else {
-        return vec![format!("{what}: expectation {want} is not an object")];
-    };
-    want.iter()
-        .filter(|(k, w)| got.get(k.as_str()).unwrap_or(&Value::Null) != *w)
-        .map(|(k, w)| {
-            format!(
-                "{what}: {k} is {}, expected {w} (outcome {got})",
-                got.get(k.as_str()).unwrap_or(&Value::Null)
-            )
-        })
-        .collect()
-}
-
-fn is_final(o: &Outcome) -> bool {
-    matches!(
-        o.state,
-        State::Committed | State::Refused | State::Ambiguous | State::Confirmed
-    )
-}
-
-impl Run<'_> {
-    fn host(&mut self) -> Result<&mut GateHost> {
-        if self.worker.is_none() {
-            self.worker = Some(self.fresh_host()?);
-        }
-        Ok(self.worker.as_mut().expect("just set"))
+fn verify_report(r: exported::VerifyReport) -> imported::VerifyReport {
+    use exported::ProblemKind as E;
+    use imported::ProblemKind as I;
+    imported::VerifyReport {
+        streams: r.streams,
+        entries: r.entries,
+        problems: r
+            .problems
+            .into_iter()
+            .map(|p| imported::Problem {
+                stream: p.stream,
+                seq: p.seq,
+                kind: match p.kind {
+                    E::HashMismatch => I::HashMismatch,
+                    E::BrokenLink => I::BrokenLink,
+                    E::BadSeq => I::BadSeq,
+                    E::Unparsable => I::Unparsable,
+                    E::Truncated => I::Truncated,
+                },
+                detail: p.detail,
+            })
+            .collect(),
     }
+}
 
-    fn fresh_host(&self) -> Result<GateHost> {
-        GateHost::new(
-            self.runtime,
+impl imported::Host for Driver {
+    fn submit(&mut self, proposal: String) -> wasmtime::Result<Result<Step, imported::GateError>> {
+        forward(self.worker()?.submit_step(&proposal), |s| s)
+    }
+    fn resume(
+        &mut self,
+        op: u64,
+        reply: Reply,
+    ) -> wasmtime::Result<Result<Step, imported::GateError>> {
+        forward(self.worker()?.resume(op, &reply), |s| s)
+    }
+    fn recover(&mut self, effect: String) -> wasmtime::Result<Result<Step, imported::GateError>> {
+        forward(self.worker()?.recover_step(&effect), |s| s)
+    }
+    fn open_effects(&mut self) -> wasmtime::Result<Result<Vec<String>, imported::GateError>> {
+        forward(self.worker()?.open_effects(), |s| s)
+    }
+    fn set_routes(&mut self, targets: Vec<String>) -> wasmtime::Result<()> {
+        self.worker()?
+            .set_routes(&targets)
+            .map_err(|e| wasmtime::Error::msg(e.to_string()))
+    }
+    fn defaults(&mut self) -> wasmtime::Result<String> {
+        self.worker()?
+            .defaults()
+            .map_err(|e| wasmtime::Error::msg(e.to_string()))
+    }
+    fn grant_lease(
+        &mut self,
+        lease: String,
+        until: u64,
+    ) -> wasmtime::Result<Result<(), imported::GateError>> {
+        forward(self.worker()?.grant_lease(&lease, until), |s| s)
+    }
+    fn revoke_lease(&mut self, lease: String) -> wasmtime::Result<Result<(), imported::GateError>> {
+        forward(self.worker()?.revoke_lease(&lease), |s| s)
+    }
+    fn approve(&mut self, approval: String) -> wasmtime::Result<Result<(), imported::GateError>> {
+        forward(self.worker()?.approve(&approval), |s| s)
+    }
+    fn receipt(
+        &mut self,
+        effect: String,
+        key: Option<Vec<u8>>,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        forward(self.worker()?.receipt(&effect, key.as_deref()), |s| s)
+    }
+    fn verify(
+        &mut self,
+        anchors: Vec<String>,
+    ) -> wasmtime::Result<Result<imported::VerifyReport, imported::GateError>> {
+        forward(self.worker()?.verify(&anchors), verify_report)
+    }
+    fn effect_id_of(
+        &mut self,
+        proposal: String,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        forward(self.worker()?.effect_id_of(&proposal), |s| s)
+    }
+    fn cancel(&mut self, op: u64) -> wasmtime::Result<()> {
+        self.worker()?
+            .cancel(op)
+            .map_err(|e| wasmtime::Error::msg(e.to_string()))
+    }
+    fn revoke_approval(
+        &mut self,
+        approval: String,
+    ) -> wasmtime::Result<Result<(), imported::GateError>> {
+        forward(self.worker()?.revoke_approval(&approval), |s| s)
+    }
+    fn confirm(
+        &mut self,
+        effect: String,
+        evidence: String,
+    ) -> wasmtime::Result<Result<Outcome, imported::GateError>> {
+        forward(self.worker()?.confirm(&effect, &evidence), |s| s)
+    }
+    fn check_receipt(
+        &mut self,
+        receipt: String,
+        key: Vec<u8>,
+    ) -> wasmtime::Result<Result<imported::VerifyReport, imported::GateError>> {
+        forward(self.worker()?.check_receipt(&receipt, &key), verify_report)
+    }
+    // The runner's component imports only the functions it calls (above); these three are
+    // in the WIT interface but never asked.
+    fn send_timeout_ms(&mut self, _: String) -> wasmtime::Result<Result<u64, imported::GateError>> {
+        Err(not_imported("send-timeout-ms"))
+    }
+    fn standing_lease_name(
+        &mut self,
+        _: String,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        Err(not_imported("standing-lease-name"))
+    }
+    fn grant_standing_lease(
+        &mut self,
+        _: String,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        Err(not_imported("grant-standing-lease"))
+    }
+}
+
+fn not_imported(name: &str) -> wasmtime::Error {
+    wasmtime::Error::msg(format!(
+        "the conformance runner does not import gate.{name}"
+    ))
+}
+
+impl driver::Host for Driver {
+    fn new_worker(&mut self) -> wasmtime::Result<u32> {
+        let host = GateHost::new(
+            &self.gates,
             Box::new(self.journal.clone()),
             self.clock.clone(),
         )
-        .map_err(|e| anyhow!("cannot start a gate instance: {e}"))
+        .map_err(|e| wasmtime::Error::msg(format!("cannot start a gate instance: {e}")))?;
+        self.workers.push(host);
+        self.current = self.workers.len() - 1;
+        Ok(self.workers.len() as u32)
     }
-
-    fn premises_now(&self) -> Result<Value> {
-        Ok(self.world.target.payments.premises(ORDER, None)?)
+    fn use_worker(&mut self, worker: u32) -> wasmtime::Result<()> {
+        let i = (worker as usize)
+            .checked_sub(1)
+            .filter(|i| *i < self.workers.len())
+            .ok_or_else(|| wasmtime::Error::msg(format!("no worker {worker}")))?;
+        self.current = i;
+        Ok(())
     }
-
-    /// The outcome as the vectors spell it, with `via` from the receipt.
-    fn outcome_json(&mut self, o: &Outcome) -> Result<Value> {
-        let mut v = json!({
-            "state": state_name(o.state),
-            "executed": executed_name(o.executed),
-            "replayed": o.replayed,
-            "changed": o.changed.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+    fn end_workers(&mut self) -> wasmtime::Result<()> {
+        // Numbers stay unique over the run: dead instances are kept, never used again.
+        self.current = usize::MAX;
+        Ok(())
+    }
+    fn now_ms(&mut self) -> wasmtime::Result<u64> {
+        Ok(self.clock.now_ms())
+    }
+    fn advance_ms(&mut self, ms: u64) -> wasmtime::Result<()> {
+        self.clock.advance(ms);
+        Ok(())
+    }
+    fn journal_bytes(&mut self) -> wasmtime::Result<Vec<u8>> {
+        Ok(std::fs::read(self.dir.join(interlock_file_journal::JOURNAL_FILE)).unwrap_or_default())
+    }
+    fn tear_journal(&mut self, bytes: u64) -> wasmtime::Result<Result<(), String>> {
+        let path = self.dir.join(interlock_file_journal::JOURNAL_FILE);
+        let torn = std::fs::metadata(&path).and_then(|m| {
+            let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+            f.set_len(m.len().saturating_sub(bytes))
         });
-        if let Some(r) = o.reason {
-            v["reason"] = json!(reason_name(r));
-        }
-        if let Some(to) = &o.return_to {
-            v["return_to"] = json!(to);
-        }
-        if o.state == State::Committed || o.state == State::Confirmed {
-            let receipt = self.host()?.receipt(&o.effect_id, None)?;
-            let r: Value = serde_json::from_str(&receipt)?;
-            if let Some(via) = r.get("via") {
-                v["via"] = via.clone();
-            }
-        }
-        Ok(v)
+        Ok(torn.map_err(|e| format!("cannot tear {}: {e}", path.display())))
     }
-
-    fn record(&mut self, task: &str, o: &Outcome) -> Result<Value> {
-        let v = self.outcome_json(o)?;
-        let t = self.tasks.get_mut(task).expect("a known task");
-        t.finished = is_final(o);
-        t.last = Some(v.clone());
-        Ok(v)
-    }
-
-    fn task(&self, step: &Value) -> Result<String> {
-        let name = str_field(step, "task")?;
-        if !self.tasks.contains_key(name) {
-            bail!("task {name:?} was never decided");
-        }
-        Ok(name.to_string())
-    }
-
-    fn send(&mut self, step: &Value) -> Result<()> {
-        let name = self.task(step)?;
-        let crash = match step.get("crash").and_then(Value::as_str) {
-            None => None,
-            Some("before_intent") => {
-                // The worker dies before it writes anything: the task stays on the list.
-                self.worker = None;
-                return Ok(());
-            }
-            Some("after_intent") => Some(CrashPoint::AfterIntent),
-            Some("after_commit") => Some(CrashPoint::AfterCommit),
-            Some(other) => bail!("unknown crash point {other:?}"),
-        };
-        let proposal = self.tasks[&name].proposal.to_string();
-        let host = self.host()?;
-        if let Some(point) = crash {
-            host.crash_at(point, CrashAction::Error);
-        }
-        let host = self.worker.as_mut().expect("host exists");
-        match host.submit(&proposal, &mut self.world) {
-            Err(Error::Crashed(_)) => {
-                self.worker = None;
+    fn reopen_journal(&mut self) -> wasmtime::Result<Result<(), JournalError>> {
+        self.journal.close();
+        Ok(match FileJournal::open(&self.dir) {
+            Ok(j) => {
+                self.journal.replace(Box::new(j));
                 Ok(())
             }
-            Err(e) => Err(anyhow!("send {name}: {e}")),
-            Ok(o) => {
-                if crash.is_some() {
-                    self.failures
-                        .push(format!("send {name}: the crash point was never reached"));
-                }
-                let got = self.record(&name, &o)?;
-                if let Some(want) = step.get("expect") {
-                    self.failures
-                        .extend(check(&format!("send {name}"), &got, want));
-                }
-                Ok(())
+            Err(e @ interlock_file_journal::Error::TornTail { .. }) => {
+                Err(JournalError::TornTail(e.to_string()))
             }
-        }
+            Err(e) => Err(JournalError::Io(e.to_string())),
+        })
     }
-
-    fn restart(&mut self, step: &Value) -> Result<()> {
-        self.world.routes = match step.get("routes") {
-            None => None,
-            Some(r) => Some(serde_json::from_value(r.clone()).context("restart.routes")?),
-        };
-        self.worker = Some(self.fresh_host()?);
-        let host = self.worker.as_mut().expect("just set");
-        let crash = match step.get("crash").and_then(Value::as_str) {
-            None => false,
-            Some("in_recovery") => true,
-            Some(other) => bail!("unknown restart crash point {other:?}"),
-        };
-        if crash {
-            host.crash_at(CrashPoint::InRecovery, CrashAction::Error);
-        }
-        let recovered = match host.recover_all(&mut self.world) {
-            Err(Error::Crashed(_)) if crash => {
-                // Recovery itself died: the next restart must finish its work.
-                self.worker = None;
-                return Ok(());
-            }
-            other => other?,
-        };
-        if crash {
-            self.failures
-                .push("restart: the recovery crash point was never reached".into());
-        }
-        let mut got = Vec::new();
-        for (effect, result) in recovered {
-            let o = result.map_err(|e| anyhow!("recover {effect}: {e}"))?;
-            got.push(self.outcome_json(&o)?);
-        }
-        if let Some(want) = step.get("expect").and_then(Value::as_array) {
-            if want.len() != got.len() {
-                self.failures.push(format!(
-                    "restart: recovered {} effects, expected {}: {got:?}",
-                    got.len(),
-                    want.len()
-                ));
-            }
-            for (i, (g, w)) in got.iter().zip(want).enumerate() {
-                self.failures
-                    .extend(check(&format!("restart, effect {i}"), g, w));
-            }
-        }
-        // The agent's own restart: every unfinished task is sent again.
-        for name in self.order.clone() {
-            if self.tasks[&name].finished {
-                continue;
-            }
-            let proposal = self.tasks[&name].proposal.to_string();
-            let host = self.worker.as_mut().expect("set above");
-            let o = host
-                .submit(&proposal, &mut self.world)
-                .map_err(|e| anyhow!("resend {name}: {e}"))?;
-            self.record(&name, &o)?;
-        }
-        Ok(())
+    fn repair_journal(&mut self) -> wasmtime::Result<Result<(), String>> {
+        Ok(FileJournal::repair(&self.dir)
+            .map(|_| ())
+            .map_err(|e| e.to_string()))
     }
-
-    /// Two workers submit at once; both read premises before either writes its intent.
-    fn race(&mut self, step: &Value) -> Result<()> {
-        let names: Vec<String> = field(step, "tasks")?
-            .as_array()
-            .ok_or_else(|| anyhow!("race.tasks must be a list"))?
-            .iter()
-            .map(|t| {
-                t.as_str()
-                    .map(String::from)
-                    .ok_or_else(|| anyhow!("race.tasks holds names"))
-            })
-            .collect::<Result<_>>()?;
-        let mut workers = Vec::new();
-        let mut steps = Vec::new();
-        for name in &names {
-            let t = self
-                .tasks
-                .get(name)
-                .ok_or_else(|| anyhow!("task {name:?} was never decided"))?;
-            let proposal = t.proposal.to_string();
-            let mut host = self.fresh_host()?;
-            let first = host.submit_step(&proposal)?;
-            workers.push(host);
-            steps.push(first);
-        }
-        for (host, step) in workers.iter_mut().zip(steps.iter_mut()) {
-            if let Ask::Capture(req) = &step.ask {
-                let reply = self.world.capture(req);
-                *step = host.resume(step.op, &reply)?;
-            }
-        }
-        let want = step
-            .get("expect")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        for (i, ((mut host, first), name)) in workers.into_iter().zip(steps).zip(&names).enumerate()
-        {
-            let o = host.drive(first, &mut self.world)?;
-            self.worker = Some(host);
-            let got = self.record(name, &o)?;
-            if let Some(w) = want.get(i) {
-                self.failures
-                    .extend(check(&format!("race {name}"), &got, w));
-            }
-        }
-        Ok(())
-    }
-
-    fn decide(&mut self, step: &Value) -> Result<()> {
-        let name = str_field(step, "task")?.to_string();
-        let key = step
-            .get("key")
-            .and_then(Value::as_str)
-            .unwrap_or(DEFAULT_KEY);
-        let mut authority = match step.get("approval").and_then(Value::as_str) {
-            Some(a) => json!({"approval": a}),
-            None => json!({"lease": LEASE}),
-        };
-        if step.get("host_check") == Some(&Value::Bool(true)) {
-            authority["host_check"] = json!(true);
-        }
-        let mut p = json!({
-            "agent": "refund-agent",
-            "target": {"name": "payments", "dedupes": self.tier.dedupes, "lookup": self.tier.lookup,
-                       "dedupe_window_ms": 86_400_000u64, "timeout_ms": 1000},
-            "key": key,
-            "effect": {"order": ORDER, "amount_cents": u64_field(step, "amount_cents")?},
-            "authority": authority,
-            "premises": self.premises_now()?,
-        });
-        for extra in ["bounds", "cap"] {
-            if let Some(v) = step.get(extra) {
-                p[extra] = v.clone();
-            }
-        }
-        if self
-            .tasks
-            .insert(
-                name.clone(),
-                Task {
-                    proposal: p,
-                    finished: false,
-                    last: None,
-                },
-            )
-            .is_some()
-        {
-            bail!("task {name:?} decided twice");
-        }
-        self.order.push(name);
-        Ok(())
-    }
-
-    fn journal_file(&self) -> PathBuf {
-        self.dir.join(interlock_file_journal::JOURNAL_FILE)
-    }
-
-    fn journal_sha256(&self) -> Result<String> {
-        let bytes = std::fs::read(self.journal_file()).unwrap_or_default();
-        Ok(format!("{:x}", Sha256::digest(&bytes)))
-    }
-
-    fn step(&mut self, step: &Value) -> Result<()> {
-        let op = str_field(step, "op")?;
-        match op {
-            "decide" => self.decide(step)?,
-            "redecide" => {
-                let name = self.task(step)?;
-                let amount = u64_field(step, "amount_cents")?;
-                self.tasks.get_mut(&name).expect("known").proposal["effect"]["amount_cents"] =
-                    json!(amount);
-            }
-            "send" => self.send(step)?,
-            "restart" => self.restart(step)?,
-            "race" => self.race(step)?,
-            "approve" => {
-                let name = self.task(step)?;
-                let p = &self.tasks[&name].proposal;
-                let mut a = json!({
-                    "approval": str_field(step, "approval")?,
-                    "approver": str_field(step, "approver")?,
-                    "request": {"key": p["key"], "effect": p["effect"]},
-                    "premises_seen": self.premises_now()?,
-                });
-                if let Some(ms) = step.get("expires_in_ms").and_then(Value::as_u64) {
-                    a["expires_at_ms"] = json!(self.clock.now_ms() + ms);
-                }
-                self.host()?.approve(&a.to_string())?;
-            }
-            "lease" => {
-                let until = self.clock.now_ms() + u64_field(step, "expires_in_ms")?;
-                let lease = str_field(step, "lease")?.to_string();
-                self.host()?.grant_lease(&lease, until)?;
-            }
-            "revoke_lease" => {
-                let lease = str_field(step, "lease")?.to_string();
-                self.host()?.revoke_lease(&lease)?;
-            }
-            "hand_refund" => {
-                let now = self.clock.now_ms();
-                self.world.target.payments.refund_by_hand(
-                    ORDER,
-                    u64_field(step, "amount_cents")?,
-                    now,
-                )?;
-            }
-            "set_eligible" => {
-                let eligible = field(step, "eligible")?
-                    .as_bool()
-                    .ok_or_else(|| anyhow!("eligible is a bool"))?;
-                self.world.target.payments.set_eligible(ORDER, eligible)?;
-            }
-            "advance" => self.clock.advance(u64_field(step, "ms")?),
-            "fail_reads" => self.world.failing_reads = u64_field(step, "count")? as u32,
-            "fail_checks" => self.world.failing_checks = u64_field(step, "count")? as u32,
-            "submit_raw" => {
-                let before = self.journal_sha256()?;
-                let want = str_field(step, "expect_error")?;
-                let text = match (step.get("text"), step.get("repeat")) {
-                    (Some(Value::String(t)), None) => t.clone(),
-                    (Some(Value::String(t)), Some(n)) => t.repeat(n.as_u64().unwrap_or(1) as usize),
-                    _ => bail!("submit_raw needs a text"),
-                };
-                match self.host()?.submit_step(&text) {
-                    Err(Error::Gate(e)) if journal_err_case(&e) == want => {}
-                    other => self
-                        .failures
-                        .push(format!("submit_raw: expected {want}, got {other:?}")),
-                }
-                if self.journal_sha256()? != before {
-                    self.failures.push("submit_raw: the journal changed".into());
-                }
-            }
-            "tear_journal" => {
-                let path = self.journal_file();
-                let len = std::fs::metadata(&path)?.len();
-                let cut = u64_field(step, "bytes")?;
-                let f = std::fs::OpenOptions::new().write(true).open(&path)?;
-                f.set_len(len.saturating_sub(cut))?;
-            }
-            "reopen" => {
-                self.worker = None;
-                self.journal.close();
-                match (
-                    FileJournal::open(&self.dir),
-                    step.get("expect_error").and_then(Value::as_str),
-                ) {
-                    (Ok(j), None) => self.journal.replace(Box::new(j)),
-                    (Err(interlock_file_journal::Error::TornTail { .. }), Some("torn-tail")) => {}
-                    (Ok(j), Some(want)) => {
-                        self.failures
-                            .push(format!("reopen: expected {want}, the journal opened"));
-                        self.journal.replace(Box::new(j));
-                    }
-                    (Err(e), want) => self
-                        .failures
-                        .push(format!("reopen: got {e}, expected {want:?}")),
-                }
-            }
-            "repair" => {
-                FileJournal::repair(&self.dir)?;
-            }
-            "verify" => {
-                let report = self.host()?.verify(&[])?;
-                let want = step
-                    .get("expect_problems")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                if report.problems.len() as u64 != want {
-                    self.failures.push(format!(
-                        "verify: {} problems, expected {want}: {:?}",
-                        report.problems.len(),
-                        report.problems
-                    ));
-                }
-            }
-            other => bail!("unknown op {other:?}"),
+    fn note(&mut self, event: String) -> wasmtime::Result<()> {
+        if let Some(events) = self.events.as_mut() {
+            events.push(event);
         }
         Ok(())
     }
 }
 
-/// Plays one vector in `workdir` (an empty folder: the journal goes there).
-pub fn run(runtime: &Runtime, v: &Vector, workdir: &Path) -> Result<RunReport> {
-    let tier = Tier::parse(&v.tier).map_err(|e| anyhow!("{}: {e}", v.id))?;
-    let clock = Clock::fake(T0_MS);
-    let mut payments = Payments::in_memory(tier);
-    payments.add_order(ORDER, v.paid_cents.unwrap_or(crate::case::PAID_CENTS))?;
-    let journal = SharedJournal::new(Box::new(FileJournal::open(workdir)?));
-    let mut run = Run {
-        runtime,
-        clock: clock.clone(),
-        tier,
-        dir: workdir.to_path_buf(),
-        journal,
-        world: World {
-            target: PaymentsTarget::new(payments, clock.clone()),
-            failing_reads: 0,
-            failing_checks: 0,
-            routes: None,
-        },
-        worker: None,
-        tasks: BTreeMap::new(),
-        order: Vec::new(),
-        failures: Vec::new(),
-    };
-    run.host()?.grant_lease(LEASE, T0_MS + LEASE_MS)?;
-    for (i, step) in v.steps.iter().enumerate() {
-        run.step(step)
-            .with_context(|| format!("{} step {i} ({step})", v.id))?;
+/// The runner component, compiled once; each run is a fresh instance.
+pub struct Runner {
+    engine: Engine,
+    pre: bindings::ConformanceRunnerPre<Driver>,
+    gates: Runtime,
+}
+
+/// What one run returned, with the runner's events when they were asked for.
+pub struct Run {
+    pub report: Report,
+    pub events: Vec<Value>,
+}
+
+impl Runner {
+    /// Loads the runner at `wasm`, to drive the gates of `gates`.
+    pub fn load(wasm: &Path, gates: &Runtime) -> Result<Runner> {
+        let engine = Engine::default();
+        let component = Component::from_file(&engine, wasm)
+            .map_err(anyhow::Error::from)
+            .with_context(|| {
+                format!(
+                    "cannot load the conformance runner {} (bash scripts/build-wasm.sh builds it)",
+                    wasm.display()
+                )
+            })?;
+        let mut linker = Linker::<Driver>::new(&engine);
+        imported::add_to_linker::<_, HasSelf<_>>(&mut linker, |d| d)
+            .map_err(anyhow::Error::from)?;
+        driver::add_to_linker::<_, HasSelf<_>>(&mut linker, |d| d).map_err(anyhow::Error::from)?;
+        // The runner uses these interfaces' types only.
+        for types_only in [
+            "interlock:gate/types@0.1.0",
+            "interlock:gate/target@0.1.0",
+            "interlock:gate/journal@0.1.0",
+        ] {
+            linker.instance(types_only).map_err(anyhow::Error::from)?;
+        }
+        let pre = linker
+            .instantiate_pre(&component)
+            .map_err(anyhow::Error::from)?;
+        let pre = bindings::ConformanceRunnerPre::new(pre).map_err(anyhow::Error::from)?;
+        Ok(Runner {
+            engine,
+            pre,
+            gates: gates.clone(),
+        })
     }
 
-    let mut report = RunReport {
-        refunded_cents: run.world.target.payments.refunded_cents(ORDER),
-        refund_records: run.world.target.payments.refunds(ORDER).len(),
-        tasks: run
-            .tasks
+    /// Plays `vector` in `workdir` (an empty folder: the file journal goes there).
+    pub fn run(
+        &self,
+        vector: &Vector,
+        pins: &str,
+        check_pin: bool,
+        workdir: &Path,
+    ) -> Result<Report> {
+        Ok(self.play(vector, pins, check_pin, workdir, false)?.report)
+    }
+
+    /// [`Runner::run`], keeping the runner's events (tests/conformance/README.md, "Events").
+    pub fn trace(&self, vector: &Vector, workdir: &Path) -> Result<Run> {
+        self.play(vector, "{}", false, workdir, true)
+    }
+
+    fn play(
+        &self,
+        vector: &Vector,
+        pins: &str,
+        check_pin: bool,
+        workdir: &Path,
+        keep: bool,
+    ) -> Result<Run> {
+        let journal = SharedJournal::new(Box::new(FileJournal::open(workdir)?));
+        let mut store = Store::new(
+            &self.engine,
+            Driver {
+                gates: self.gates.clone(),
+                dir: workdir.to_path_buf(),
+                journal,
+                clock: Clock::fake(0),
+                workers: Vec::new(),
+                current: usize::MAX,
+                events: keep.then(Vec::new),
+            },
+        );
+        let runner = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(anyhow::Error::from)?;
+        let api = runner.interlock_conformance_runner();
+        let t0 = api.call_start_ms(&mut store).map_err(anyhow::Error::from)?;
+        store.data().clock.advance(t0);
+        let options = Options {
+            host: "cli".into(),
+            file_journal: true,
+            check_pin,
+        };
+        let report = api
+            .call_run(&mut store, &vector.json, &pins.to_string(), &options)
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("the runner trapped on {}", vector.id))?
+            .map_err(|e| anyhow!(e))?;
+        let events = store
+            .data_mut()
+            .events
+            .take()
+            .unwrap_or_default()
             .iter()
-            .filter_map(|(k, t)| t.last.clone().map(|o| (k.clone(), o)))
-            .collect(),
-        journal_sha256: run.journal_sha256()?,
-        failures: std::mem::take(&mut run.failures),
-    };
-    let e = &v.expect;
-    for (k, got) in [
-        ("refunded_cents", json!(report.refunded_cents)),
-        ("refund_records", json!(report.refund_records)),
-    ] {
-        match e.get(k) {
-            Some(want) if *want != got => report
-                .failures
-                .push(format!("{k} is {got}, expected {want}")),
-            Some(_) => {}
-            None => report.failures.push(format!("the vector does not say {k}")),
-        }
+            .map(|e| serde_json::from_str(e))
+            .collect::<Result<_, _>>()?;
+        Ok(Run { report, events })
     }
-    let want_tasks: Map<String, Value> = e
-        .get("tasks")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    for (name, want) in &want_tasks {
-        match report.tasks.get(name).cloned() {
-            Some(got) => report
-                .failures
-                .extend(check(&format!("task {name}"), &got, want)),
-            None => report
-                .failures
-                .push(format!("task {name} never got an outcome")),
-        }
+
+    /// Plays `vector` without Interlock, as the fault table's baseline `approach` does.
+    pub fn baseline(&self, vector: &Vector, approach: &str) -> Result<Value> {
+        let mut store = Store::new(
+            &self.engine,
+            Driver {
+                gates: self.gates.clone(),
+                dir: PathBuf::new(),
+                journal: SharedJournal::new(Box::new(crate::journal::MemoryJournal::new())),
+                clock: Clock::fake(0),
+                workers: Vec::new(),
+                current: usize::MAX,
+                events: None,
+            },
+        );
+        let runner = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(anyhow::Error::from)?;
+        let text = runner
+            .interlock_conformance_runner()
+            .call_baseline(&mut store, &vector.json, approach)
+            .map_err(anyhow::Error::from)?
+            .map_err(|e| anyhow!(e))?;
+        Ok(serde_json::from_str(&text)?)
     }
-    Ok(report)
 }
+
+pub use bindings::exports::interlock::conformance::runner::Report as RunReport;

@@ -322,6 +322,26 @@ impl GateHost {
         let api = self.api().clone();
         gate(api.call_verify(&mut self.store, anchors))
     }
+
+    /// Only the first step of a recovery, for a caller driving steps itself.
+    pub fn recover_step(&mut self, effect: &str) -> Result<Step, Error> {
+        let api = self.api().clone();
+        gate(api.call_recover(&mut self.store, &effect.to_owned()))
+    }
+
+    /// Tells the gate which targets this host reaches (`set-routes`), as given.
+    pub fn set_routes(&mut self, routes: &[String]) -> Result<(), Error> {
+        let api = self.api().clone();
+        api.call_set_routes(&mut self.store, routes).map_err(trap)?;
+        self.routes = Some(routes.to_vec());
+        Ok(())
+    }
+
+    /// The gate's `defaults` export (JSON).
+    pub fn defaults(&mut self) -> Result<String, Error> {
+        let api = self.api().clone();
+        api.call_defaults(&mut self.store).map_err(trap)
+    }
 }
 
 /// Splits a call's two failure layers: a trap (outer) and the gate's own error (inner).

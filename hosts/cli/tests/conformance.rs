@@ -1,15 +1,14 @@
-//! Every vector in tests/conformance/ through the real component, a file journal and the
-//! simulated service. Fails on any difference, on any vector neither run nor skipped with
-//! a written reason, and on a journal whose bytes differ from its pin.
+//! Every vector in tests/conformance/ through the conformance runner (the one interpreter
+//! every host runs), this host's gate instances and a file journal. Fails on any
+//! difference, on any vector neither run nor skipped with a written reason, and on a
+//! journal whose bytes differ from its pin (the runner compares them).
 //! `INTERLOCK_BLESS=1` rewrites the pins (only for an intended change of the journal format).
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use interlock_cli::conformance::{self, PINS};
-
-const HOST: &str = "cli";
+use interlock_cli::conformance::{self, Runner, PINS};
 
 #[test]
 fn every_vector_passes_or_is_skipped_with_a_reason() {
@@ -21,23 +20,15 @@ fn every_vector_passes_or_is_skipped_with_a_reason() {
         vectors.len(),
         dir.display()
     );
+    let runner = Runner::load(&conformance::locate(), common::runtime()).expect("the runner loads");
     let bless = std::env::var_os("INTERLOCK_BLESS").is_some();
     let pins = conformance::load_pins(&dir).unwrap();
     let mut new_pins = BTreeMap::new();
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
     let mut problems = Vec::new();
     for (path, v) in &vectors {
-        if let Some(reason) = v.skip.get(HOST) {
-            assert!(
-                !reason.trim().is_empty(),
-                "{} skips {HOST} without a reason",
-                path.display()
-            );
-            skipped += 1;
-            continue;
-        }
         let work = tempfile::tempdir().unwrap();
-        let mut report = match conformance::run(common::runtime(), v, work.path()) {
+        let report = match runner.run(v, &pins, !bless, work.path()) {
             Ok(r) => r,
             Err(e) => {
                 failed += 1;
@@ -45,16 +36,14 @@ fn every_vector_passes_or_is_skipped_with_a_reason() {
                 continue;
             }
         };
-        match pins.get(&v.id) {
-            _ if bless => {}
-            Some(pin) if *pin != report.journal_sha256 => report.failures.push(format!(
-                "journal sha256 {} differs from the pin {pin}",
-                report.journal_sha256
-            )),
-            Some(_) => {}
-            None => report.failures.push(format!(
-                "no journal pin in {PINS} (run with INTERLOCK_BLESS=1)"
-            )),
+        if let Some(reason) = &report.skipped {
+            assert!(
+                !reason.trim().is_empty(),
+                "{} is skipped without a reason",
+                path.display()
+            );
+            skipped += 1;
+            continue;
         }
         new_pins.insert(v.id.clone(), report.journal_sha256.clone());
         if report.failures.is_empty() {
@@ -68,7 +57,8 @@ fn every_vector_passes_or_is_skipped_with_a_reason() {
         let text = serde_json::to_string_pretty(&new_pins).unwrap() + "\n";
         std::fs::write(dir.join(PINS), text).unwrap();
     }
-    let stale: Vec<&String> = pins
+    let pinned: BTreeMap<String, String> = serde_json::from_str(&pins).unwrap();
+    let stale: Vec<&String> = pinned
         .keys()
         .filter(|id| !vectors.iter().any(|(_, v)| &v.id == *id))
         .collect();
@@ -76,7 +66,7 @@ fn every_vector_passes_or_is_skipped_with_a_reason() {
         bless || stale.is_empty(),
         "pins for vectors that no longer exist: {stale:?}"
     );
-    println!("conformance ({HOST}): {passed} passed, {failed} failed, {skipped} skipped");
+    println!("conformance (cli): {passed} passed, {failed} failed, {skipped} skipped");
     assert!(
         problems.is_empty(),
         "{} problems:\n{}",

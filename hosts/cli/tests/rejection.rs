@@ -4,7 +4,7 @@
 //! check the same line), since all three take the reply from interlock-payments-sim.
 mod common;
 
-use interlock_cli::conformance::{self, Vector};
+use interlock_cli::conformance::{self, Runner, Vector};
 
 /// The order was paid 1000 cents; the agent refunds 2000. The premises hold (eligible,
 /// nothing refunded), so the gate sends, and the service refuses: over the balance.
@@ -21,9 +21,10 @@ const DETAIL: &str =
 
 #[test]
 fn a_refusal_records_the_services_code() {
-    let v: Vector = serde_json::from_str(VECTOR).unwrap();
+    let v = Vector::parse(VECTOR).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let report = conformance::run(common::runtime(), &v, dir.path()).unwrap();
+    let runner = Runner::load(&conformance::locate(), common::runtime()).unwrap();
+    let report = runner.run(&v, "{}", false, dir.path()).unwrap();
     assert_eq!(report.failures, Vec::<String>::new());
     let journal = std::fs::read_to_string(dir.path().join("journal.jsonl")).unwrap();
     let refused: Vec<&str> = journal.lines().filter(|l| l.contains("REFUSED")).collect();

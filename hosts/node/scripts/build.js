@@ -24,6 +24,9 @@ const components = [
   // Sync instantiation: FileJournal.open is synchronous, and this small component imports
   // nothing, so it is compiled and instantiated on first use (Node only).
   { wasm: 'journal_format.wasm', out: 'journal-format', js: 'journal_format.js', mode: 'sync' },
+  // The conformance runner (tests/conformance/runner): for this package's tests and the
+  // viewer, so it goes to conformance/gen/, which the package does not ship.
+  { wasm: 'conformance_runner.wasm', out: '../conformance/gen', js: 'conformance_runner.js' },
 ];
 
 const SLOW = 'if (!globalThis?.process?.env?.JCO_DEBUG) { return; }';
@@ -31,6 +34,7 @@ const FAST = 'if (!JCO_DEBUG_ONCE) { return; }';
 const ONCE = 'const JCO_DEBUG_ONCE = !!globalThis?.process?.env?.JCO_DEBUG;\n';
 
 rmSync(gen, { recursive: true, force: true });
+rmSync(join(root, 'conformance/gen'), { recursive: true, force: true });
 const manifest = {};
 for (const c of components) {
   const src = join(dist, c.wasm);

@@ -233,6 +233,21 @@ export class GateComponent {
   }
 }
 
+/**
+ * A bare instance of the gate component over `journal` and `clock`: its exports as jco
+ * gives them (an `err` is thrown with a `payload`). `Gate` wraps one for the friendly API;
+ * the conformance driver hands them to the runner as they are.
+ * @param {GateComponent<GateRoot>} component
+ * @param {{ journal: JournalBackend, clock: Clock }} options
+ * @returns {Promise<GateRoot>}
+ */
+export async function gateRoot(component, { journal, clock }) {
+  return component.instantiate(component.getCoreModule, {
+    'interlock:gate/journal': journalImport(journal),
+    'wasi:clocks/wall-clock': clockImport(clock),
+  });
+}
+
 export class Gate {
   /** @type {GateApi} */
   #api;
@@ -255,10 +270,7 @@ export class Gate {
    * @returns {Promise<Gate>}
    */
   static async instantiate(component, { journal, clock, hooks = {}, claimWait }) {
-    const root = await component.instantiate(component.getCoreModule, {
-      'interlock:gate/journal': journalImport(journal),
-      'wasi:clocks/wall-clock': clockImport(clock),
-    });
+    const root = await gateRoot(component, { journal, clock });
     if (!claimWait) {
       const { claim_wait: w } = JSON.parse(root.gate.defaults());
       claimWait = { pollMs: w.poll_ms, maxPolls: w.max_polls };

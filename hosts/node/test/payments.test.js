@@ -4,10 +4,9 @@
 // Python hosts record (hosts/cli/tests/rejection.rs, hosts/python/tests/test_payments_target.py).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { runVector } from '../src/conformance.js';
+import { runVector } from '../conformance/driver.js';
 import { FakeClock, MemoryJournal, Payments, PaymentsService, ServiceError, paymentsTarget } from '../src/index.js';
 import { gateComponent, paymentsComponent } from '../src/load-node.js';
-import { sha256 } from './helpers.js';
 
 const T0 = 1_800_000_000_000;
 const EFFECT = JSON.stringify({ order: 'order_881', amount_cents: 2000 });
@@ -29,11 +28,7 @@ const DETAIL = '"detail":"exceeds_balance: order=\\"order_881\\" requested_cents
 test('a refusal records the service\'s code, as every host does', async () => {
   const journal = new MemoryJournal();
   const report = await runVector(VECTOR, {
-    gate: await gateComponent(),
-    payments: await paymentsComponent(),
-    journal,
-    journalBytes: () => journal.bytes(),
-    sha256,
+    gate: await gateComponent(), journal, storage: { bytes: () => journal.bytes() }, host: 'node',
   });
   assert.deepEqual(report.failures, []);
   const refused = new TextDecoder().decode(journal.bytes()).split('\n').filter((l) => l.includes('REFUSED'));

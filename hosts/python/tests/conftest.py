@@ -9,7 +9,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 VECTORS = REPO / "tests" / "conformance"
 
-sys.path.insert(0, str(HERE))  # conformance_runner
+sys.path.insert(0, str(HERE))  # conformance_driver
 
 
 def find_cli():

@@ -8,10 +8,11 @@ import json
 import pytest
 from wasmtime.component import Variant
 
-import conformance_runner as cr
+import conformance_driver as cd
 from interlock.clock import FakeClock
 from interlock.errors import UnknownTarget
 from interlock.gate import Request
+from interlock.journal import JOURNAL_FILE
 from interlock.payments_sim import Payments, ServiceError
 from interlock.targets import PaymentsTarget
 
@@ -34,9 +35,9 @@ DETAIL = '"detail":"exceeds_balance: order=\\"order_881\\" requested_cents=2000 
 
 
 def test_a_refusal_records_the_services_code_as_every_host_does(tmp_path):
-    report = cr.run(VECTOR, tmp_path)
+    report = cd.run(VECTOR, tmp_path)
     assert report.failures == []
-    lines = (tmp_path / cr.JOURNAL_FILE).read_text().splitlines()
+    lines = (tmp_path / JOURNAL_FILE).read_text().splitlines()
     refused = [line for line in lines if "REFUSED" in line]
     assert len(refused) == 1, lines
     assert DETAIL in refused[0], refused[0]

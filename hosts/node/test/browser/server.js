@@ -1,11 +1,11 @@
-// A tiny static file server on 127.0.0.1 for the browser tests: serves the package's src/,
+// A tiny static file server on 127.0.0.1 for the browser tests: serves the package's src/, conformance/,
 // gen/ and test/ folders, nothing else.
 import { createServer } from 'node:http';
 import { readFile } from 'node:fs/promises';
 import { join, normalize, extname } from 'node:path';
 
 const TYPES = { '.js': 'text/javascript', '.html': 'text/html', '.wasm': 'application/wasm', '.json': 'application/json' };
-const ALLOWED = ['src/', 'gen/', 'test/'];
+const ALLOWED = ['src/', 'gen/', 'test/', 'conformance/'];
 
 export function serve(root) {
   const server = createServer(async (req, res) => {

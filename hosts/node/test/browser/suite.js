@@ -1,7 +1,8 @@
-// What the Chromium test runs inside the page: the conformance vectors on the in-memory and
-// on the IndexedDB journal, and the durable journal's own checks. Results go back to Node.
-import { runVector } from '../../src/conformance.js';
-import { gateComponent, paymentsComponent, Interlock, Payments, IndexedDbJournal, MemoryJournal, JournalLockedError, Rejected } from '../../src/browser.js';
+// What the Chromium test runs inside the page: the conformance vectors (through the one
+// runner, conformance/driver.js) on the in-memory and on the IndexedDB journal, and the
+// durable journal's own checks. Results go back to Node.
+import { runVector } from '../../conformance/driver.js';
+import { gateComponent, Interlock, Payments, IndexedDbJournal, MemoryJournal, JournalLockedError, Rejected } from '../../src/browser.js';
 
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, '0')).join('');
 const sha256 = async (bytes) => hex(await crypto.subtle.digest('SHA-256', bytes));
@@ -9,14 +10,13 @@ const sha256 = async (bytes) => hex(await crypto.subtle.digest('SHA-256', bytes)
 let dbs = 0;
 const freshName = () => `interlock-test-${Date.now()}-${dbs++}`;
 
-/** Runs one vector on `kind` ('memory' or 'indexeddb'); returns the report. */
-export async function vector(v, kind) {
+/** Runs one vector on `kind` ('memory' or 'indexeddb') with `pins` (text); returns the report. */
+export async function vector(v, kind, pins) {
   const gate = await gateComponent();
-  const payments = await paymentsComponent();
   const name = freshName();
   const journal = kind === 'memory' ? new MemoryJournal() : await IndexedDbJournal.open(name);
   try {
-    const report = await runVector(v, { gate, payments, journal, journalBytes: () => journal.bytes(), sha256 });
+    const report = await runVector(v, { gate, journal, storage: { bytes: () => journal.bytes() }, host: 'browser', pins });
     if (kind === 'indexeddb') {
       // What a reloaded page would find: the bytes read back from IndexedDB.
       await journal.flush();

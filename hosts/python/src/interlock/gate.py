@@ -605,6 +605,14 @@ class GateHost:
             raise gate_error(result.tag, result.payload)
         return result
 
+    def raw(self, name: str, *args: Any) -> Any:
+        """Calls export ``name`` and returns what wasmtime gives, an ``err`` as the
+        gate-error value itself (for a caller that hands it on unchanged: the conformance
+        driver). The caller holds ``lock``."""
+        if self.broken:
+            raise GateTrap("this gate instance trapped earlier; it cannot be used again")
+        return self._funcs[name](self.store, *args)
+
     def effect_id_of(self, proposal: str) -> str:
         return self._call("effect-id-of", proposal)
 

@@ -1,30 +1,26 @@
-//! The three baselines of the fault table, each playing a conformance vector's steps
-//! itself against the same simulated payments service. They belong to this experiment
-//! only: nothing in the product uses them.
+//! The fault table's three baselines: each plays a vector's steps itself, without
+//! Interlock, against the same simulated payments service. Experiment code, not product:
+//! nothing in the gate uses it; the fault table (experiments/fault-table) and the viewer's
+//! side-by-side column show what it does.
 //!
 //! The world starts as the conformance runner's does: the clock at [`T0_MS`], `order_881`
 //! paid 10000 cents (or the vector's `paid_cents`), eligible, no refunds. The agent keeps a
 //! durable list of unfinished tasks. Leases, approvals, premises and caps mean nothing to a
 //! baseline, so `lease`, `revoke_lease`, `approve` (and the journal's `verify`) are no-ops.
 
-use std::collections::BTreeMap;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
 
-use anyhow::{anyhow, bail, Context, Result};
-use interlock_cli::conformance::{Vector, T0_MS};
 use interlock_payments_sim::{Payments, Tier};
 use serde::Serialize;
 use serde_json::Value;
 
-/// The order every vector is about.
-pub const ORDER: &str = "order_881";
-/// What it was paid unless the vector says otherwise.
-pub const PAID_CENTS: u64 = 10_000;
-/// A task's key unless its `decide` names one.
-pub const DEFAULT_KEY: &str = "refund:order_881";
+use crate::{bool_field, str_field, u64_field, Res, Vector, DEFAULT_KEY, ORDER, PAID_CENTS, T0_MS};
 
 /// A way of sending a refund without Interlock.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Baseline {
     /// Re-run the step on restart; no idempotency key; the task's current decision.
     PlainRetry,
@@ -38,11 +34,16 @@ pub enum Baseline {
 }
 
 impl Baseline {
-    pub const ALL: [Baseline; 3] = [
-        Baseline::PlainRetry,
-        Baseline::RequestIds,
-        Baseline::DurableWorkflows,
-    ];
+    pub fn parse(name: &str) -> Res<Baseline> {
+        match name {
+            "plain-retry" => Ok(Baseline::PlainRetry),
+            "request-ids" => Ok(Baseline::RequestIds),
+            "durable-workflows" => Ok(Baseline::DurableWorkflows),
+            other => Err(format!(
+                "unknown baseline {other:?} (plain-retry, request-ids or durable-workflows)"
+            )),
+        }
+    }
 }
 
 /// One agent decision.
@@ -69,6 +70,29 @@ pub struct BaselineRun {
     pub refund_records: usize,
     /// Every call to the service and its answer, for a person reading the JSON.
     pub trace: Vec<String>,
+    /// Per step played: the trace lines it added and the money refunded after it.
+    pub steps: Vec<PlayedStep>,
+    /// Why the baselines cannot play this vector (an op or a crash they do not model);
+    /// the steps before it are played.
+    pub not_modelled: Option<String>,
+}
+
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PlayedStep {
+    pub lines: Vec<String>,
+    pub refunded_cents: u64,
+}
+
+/// A step the baselines do not model, or a broken vector.
+enum Stop {
+    NotModelled(String),
+    Broken(String),
+}
+
+impl From<String> for Stop {
+    fn from(s: String) -> Stop {
+        Stop::Broken(s)
+    }
 }
 
 struct Sim {
@@ -89,23 +113,6 @@ enum Crash {
     BeforeSend,
     /// `after_commit`: the service applies it, the reply is lost.
     AfterCommit,
-}
-
-fn field<'v>(step: &'v Value, name: &str) -> Result<&'v Value> {
-    step.get(name)
-        .ok_or_else(|| anyhow!("step {step} lacks {name:?}"))
-}
-
-fn u64_field(step: &Value, name: &str) -> Result<u64> {
-    field(step, name)?
-        .as_u64()
-        .ok_or_else(|| anyhow!("{name:?} must be an integer in {step}"))
-}
-
-fn str_field<'v>(step: &'v Value, name: &str) -> Result<&'v str> {
-    field(step, name)?
-        .as_str()
-        .ok_or_else(|| anyhow!("{name:?} must be a string in {step}"))
 }
 
 impl Sim {
@@ -200,15 +207,15 @@ impl Sim {
         self.tasks.get_mut(name).expect("known").finished = true;
     }
 
-    fn task_name(&self, step: &Value) -> Result<String> {
+    fn task_name(&self, step: &Value) -> Res<String> {
         let name = str_field(step, "task")?;
         if !self.tasks.contains_key(name) {
-            bail!("task {name:?} was never decided");
+            return Err(format!("task {name:?} was never decided"));
         }
         Ok(name.to_string())
     }
 
-    fn step(&mut self, step: &Value) -> Result<()> {
+    fn step(&mut self, step: &Value) -> Result<(), Stop> {
         match str_field(step, "op")? {
             "decide" => {
                 let name = str_field(step, "task")?.to_string();
@@ -223,7 +230,7 @@ impl Sim {
                     finished: false,
                 };
                 if self.tasks.insert(name.clone(), task).is_some() {
-                    bail!("task {name:?} decided twice");
+                    return Err(Stop::Broken(format!("task {name:?} decided twice")));
                 }
                 self.order.push(name);
             }
@@ -238,7 +245,9 @@ impl Sim {
                     None => None,
                     Some("before_intent" | "after_intent") => Some(Crash::BeforeSend),
                     Some("after_commit") => Some(Crash::AfterCommit),
-                    Some(other) => bail!("unknown crash point {other:?}"),
+                    Some(other) => {
+                        return Err(Stop::Broken(format!("unknown crash point {other:?}")))
+                    }
                 };
                 // A send of a finished task is a new request under the same task.
                 self.tasks.get_mut(&name).expect("known").finished = false;
@@ -246,7 +255,9 @@ impl Sim {
             }
             "restart" => {
                 if step.get("crash").is_some() {
-                    bail!("the baselines do not model a crash during recovery");
+                    return Err(Stop::NotModelled(
+                        "the fault table’s baselines do not model a crash during recovery".into(),
+                    ));
                 }
                 for name in self.order.clone() {
                     if !self.tasks[&name].finished {
@@ -256,15 +267,18 @@ impl Sim {
             }
             "hand_refund" => {
                 let amount = u64_field(step, "amount_cents")?;
-                let r = self.payments.refund_by_hand(ORDER, amount, self.clock_ms)?;
+                let r = self
+                    .payments
+                    .refund_by_hand(ORDER, amount, self.clock_ms)
+                    .map_err(|e| e.to_string())?;
                 self.trace
                     .push(format!("a person refunds {amount} by hand -> {}", r.id));
             }
             "set_eligible" => {
-                let eligible = field(step, "eligible")?
-                    .as_bool()
-                    .ok_or_else(|| anyhow!("eligible is a bool"))?;
-                self.payments.set_eligible(ORDER, eligible)?;
+                let eligible = bool_field(step, "eligible")?;
+                self.payments
+                    .set_eligible(ORDER, eligible)
+                    .map_err(|e| e.to_string())?;
                 self.trace
                     .push(format!("the order is marked eligible={eligible}"));
             }
@@ -275,17 +289,29 @@ impl Sim {
             }
             // Authority and the gate's journal mean nothing to a baseline.
             "lease" | "revoke_lease" | "approve" | "verify" => {}
-            other => bail!("the baselines do not model op {other:?}"),
+            "race" => {
+                return Err(Stop::NotModelled(
+                    "the fault table’s baselines do not model two workers racing".into(),
+                ))
+            }
+            other => {
+                return Err(Stop::NotModelled(format!(
+                    "the fault table’s baselines do not model {other}"
+                )))
+            }
         }
         Ok(())
     }
 }
 
-/// Plays `vector`'s steps with `approach` and reports what the service holds at the end.
-pub fn run(approach: Baseline, vector: &Vector) -> Result<BaselineRun> {
-    let tier = Tier::parse(&vector.tier).map_err(|e| anyhow!("{}: {e}", vector.id))?;
+/// Plays `vector`'s steps with `approach` until one it does not model, and reports what
+/// the service holds at the end.
+pub fn run(approach: Baseline, vector: &Vector) -> Res<BaselineRun> {
+    let tier = Tier::parse(&vector.tier).map_err(|e| e.to_string())?;
     let mut payments = Payments::in_memory(tier);
-    payments.add_order(ORDER, vector.paid_cents.unwrap_or(PAID_CENTS))?;
+    payments
+        .add_order(ORDER, vector.paid_cents.unwrap_or(PAID_CENTS))
+        .map_err(|e| e.to_string())?;
     let mut sim = Sim {
         approach,
         clock_ms: T0_MS,
@@ -295,13 +321,28 @@ pub fn run(approach: Baseline, vector: &Vector) -> Result<BaselineRun> {
         workflows: BTreeMap::new(),
         trace: Vec::new(),
     };
+    let mut steps = Vec::new();
+    let mut not_modelled = None;
     for (i, step) in vector.steps.iter().enumerate() {
-        sim.step(step)
-            .with_context(|| format!("{} ({approach:?}) step {i} ({step})", vector.id))?;
+        let from = sim.trace.len();
+        match sim.step(step) {
+            Ok(()) => {}
+            Err(Stop::NotModelled(why)) => {
+                not_modelled = Some(why);
+                break;
+            }
+            Err(Stop::Broken(e)) => return Err(format!("({approach:?}) step {i} ({step}): {e}")),
+        }
+        steps.push(PlayedStep {
+            lines: sim.trace[from..].to_vec(),
+            refunded_cents: sim.payments.refunded_cents(ORDER),
+        });
     }
     Ok(BaselineRun {
         refunded_cents: sim.payments.refunded_cents(ORDER),
         refund_records: sim.payments.refunds(ORDER).len(),
         trace: sim.trace,
+        steps,
+        not_modelled,
     })
 }
