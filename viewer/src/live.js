@@ -13,6 +13,7 @@ import { runVector } from '../../hosts/node/conformance/driver.js';
 import { Gate } from '../../hosts/node/src/gate.js';
 import { MemoryJournal } from '../../hosts/node/src/journal/memory.js';
 import { FakeClock } from '../../hosts/node/src/clock.js';
+import { journalFormat } from '../../hosts/node/src/load-browser.js';
 
 /** A MemoryJournal that reports every append. */
 class WatchedJournal extends MemoryJournal {
@@ -30,6 +31,7 @@ class WatchedJournal extends MemoryJournal {
  * `components`: { gate } (GateComponent). Returns the runner's report and the journal.
  */
 export async function play(vector, { components, show }) {
+  await journalFormat();
   const events = [];
   const emit = (ev) => events.push(ev);
   const journal = new WatchedJournal(emit);
@@ -47,7 +49,8 @@ export async function play(vector, { components, show }) {
  */
 export class JournalView {
   static async create(gateComponent) {
-      const holder = { current: new MemoryJournal() };
+    await journalFormat();
+    const holder = { current: new MemoryJournal() };
     const journal = {
       append: () => {
         throw new Error('the journal view is read-only');

@@ -9,7 +9,7 @@
 // so a jco upgrade cannot silently drop the patch.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -61,6 +61,8 @@ for (const c of components) {
   writeFileSync(file, text);
   manifest[c.out] = {
     wasm: c.wasm,
+    // Its core modules, for a loader that compiles them before a synchronous instantiation.
+    cores: readdirSync(out).filter((f) => f.endsWith('.wasm')).sort(),
     sha256: createHash('sha256').update(readFileSync(src)).digest('hex'),
   };
 }

@@ -3,7 +3,7 @@
 import { Interlock as Base } from './interlock.js';
 import { MemoryJournal } from './journal/memory.js';
 import { IndexedDbJournal } from './journal/indexeddb.js';
-import { gateComponent, paymentsComponent } from './load-browser.js';
+import { gateComponent, paymentsComponent, journalFormat } from './load-browser.js';
 import { PaymentsService } from './payments.js';
 
 /**
@@ -76,6 +76,7 @@ export class Interlock extends Base {
    * @param {OpenOptions} [options]
    */
   static async memory(options = {}) {
+    await journalFormat();
     return Base.create(gateComponent(), new MemoryJournal(), options);
   }
 
@@ -115,5 +116,5 @@ export { MemoryJournal } from './journal/memory.js';
 export { IndexedDbJournal } from './journal/indexeddb.js';
 export { SystemClock, FakeClock } from './clock.js';
 export { PaymentsService, paymentsTarget, ServiceError } from './payments.js';
-export { gateComponent, paymentsComponent } from './load-browser.js';
+export { gateComponent, paymentsComponent, journalFormat } from './load-browser.js';
 export * from './errors.js';

@@ -151,4 +151,12 @@ export { MemoryJournal } from './journal/memory.js';
 export { SystemClock, FakeClock } from './clock.js';
 export { PaymentsService, paymentsTarget, ServiceError } from './payments.js';
 export { gateComponent, paymentsComponent } from './load-node.js';
+
+/**
+ * The journal-format component every journal checks its entries with. In Node it is
+ * compiled on first use, so this resolves at once; it exists so code shared with a browser
+ * (where it must be awaited before a journal is made) runs unchanged.
+ * @returns {Promise<void>}
+ */
+export async function journalFormat() {}
 export * from './errors.js';

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { copyFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { FileJournal } from '../src/index.js';
+import { FileJournal, MemoryJournal } from '../src/index.js';
 import { tempDir } from './helpers.js';
 
 const fuzz = fileURLToPath(new URL('../../../fuzz/', import.meta.url));
@@ -37,4 +37,33 @@ test('every file journal fuzz input opens or is refused exactly as in the Rust b
     }
     assert.deepEqual(got, want, name);
   });
+});
+
+// The in-memory journal (and the IndexedDB one, which loads through it) checks entries with
+// the same component: every corpus input made of whole lines loads into it exactly as the
+// file journal opens it, a refusal naming the entry where the file's names the line.
+test('every fuzz input of whole UTF-8 lines loads into a MemoryJournal as into the Rust backend', () => {
+  let compared = 0;
+  for (const [name, want] of Object.entries(expected)) {
+    if (want.error === 'torn-tail') continue; // a file's fault: memory holds whole entries
+    let text;
+    try {
+      text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(readFileSync(join(fuzz, name)));
+    } catch {
+      continue; // not text: a memory journal holds JS strings
+    }
+    const lines = text.split('\n').slice(0, -1);
+    let got;
+    try {
+      const j = MemoryJournal.fromLines(lines);
+      const open = new Set(j.openStreams());
+      got = { streams: j.streams().map((s) => [s, j.length(s), open.has(s)]) };
+    } catch (e) {
+      got = { error: e.tag, message: e.val };
+    }
+    const fileWords = (m) => m.replace(/^corrupt journal: journal\.jsonl line (\d+)/, 'entry $1');
+    assert.deepEqual(got, want.error ? { error: want.error, message: fileWords(want.message) } : want, name);
+    compared += 1;
+  }
+  assert.ok(compared > 20, `only ${compared} inputs compared`);
 });

@@ -20,7 +20,8 @@ import fs from 'node:fs';
 import { join, dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import { JournalError, JournalLockedError, refuseJournalUrl } from '../errors.js';
-import { StreamIndex } from './head.js';
+import { StreamIndex } from './stream-index.js';
+import './format-node.js';
 import { scan as scanFile, validateAppend, checkFormatFile, formatFileText, tornFileName, completePrefix } from './format.js';
 
 /**

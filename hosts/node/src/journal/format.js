@@ -1,7 +1,10 @@
-// The journal's file format (adapters/journal-format, as the component in
-// gen/journal-format): every rule about journal.jsonl and journal.format, and their error
-// texts, written once in Rust. This file only translates its results into this host's errors.
-import { readFileSync } from 'node:fs';
+// The journal's format (adapters/journal-format, as the component in gen/journal-format):
+// every rule about entries, journal.jsonl and journal.format, and their error texts, written
+// once in Rust, for every journal of this package (file, memory, IndexedDB). This file only
+// translates its results into this host's errors. It runs in Node and in a browser: each
+// environment says how to get the component's compiled core module synchronously
+// (format-node.js reads the file; load-browser.js's journalFormat() compiles it beforehand,
+// since a page may not compile a large module synchronously).
 import { instantiate } from '../../gen/journal-format/journal_format.js';
 import { JournalError, TornTailError, CorruptJournalFileError } from '../errors.js';
 
@@ -11,14 +14,43 @@ import { JournalError, TornTailError, CorruptJournalFileError } from '../errors.
 
 /** @type {import('../../gen/journal-format/journal_format.js').Root['format'] | undefined} */
 let format;
+/** @type {((name: string) => WebAssembly.Module) | undefined} */
+let coreModule;
 
-/** The component, compiled and instantiated on first use (it imports nothing). */
+/**
+ * How this environment gets the component's compiled core modules, synchronously.
+ * @param {(name: string) => WebAssembly.Module} get
+ */
+export function useCoreModules(get) {
+  coreModule ??= get;
+}
+
+/** Whether the component can be used now (in a browser: after `journalFormat()`). */
+export function formatReady() {
+  return coreModule !== undefined;
+}
+
+/** The component, instantiated on first use (it imports nothing). */
 function component() {
   if (!format) {
-    const base = new URL('../../gen/journal-format/', import.meta.url);
-    format = instantiate((name) => new WebAssembly.Module(readFileSync(new URL(name, base))), {}).format;
+    if (!coreModule) {
+      throw new JournalError('other', 'the journal-format component is not loaded: in a browser, await journalFormat() (Interlock.open and Interlock.memory do) before making a journal');
+    }
+    format = instantiate(coreModule, {}).format;
   }
   return format;
+}
+
+/**
+ * Bytes as the component takes them: one char per byte (they need not be UTF-8).
+ * @param {Uint8Array} bytes
+ */
+function latin1(bytes) {
+  const B = /** @type {any} */ (globalThis).Buffer;
+  if (B) return B.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('latin1');
+  let out = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) out += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+  return out;
 }
 
 /**
@@ -56,12 +88,11 @@ function call(f) {
 /**
  * Every entry of a whole journal.jsonl, in file order, as its place (offset, length
  * without "\n"), stream and open flag; throws TornTailError or CorruptJournalFileError.
- * @param {Buffer} data
+ * @param {Uint8Array} data
  * @returns {{ offset: number, length: number, stream: string, open: boolean }[]}
  */
 export function scan(data) {
-  // One char per byte: the component's transport for bytes that need not be UTF-8.
-  const { streams, places } = call(() => component().scan(data.toString('latin1')));
+  const { streams, places } = call(() => component().scan(latin1(data)));
   const out = new Array(places.length / 4);
   for (let i = 0; i < out.length; i++) {
     const p = places.subarray(4 * i, 4 * i + 4);
@@ -107,7 +138,7 @@ export function tornFileName(offset, attempt) {
   return component().tornFileName(BigInt(offset), attempt);
 }
 
-/** @param {Buffer} data */
+/** @param {Uint8Array} data */
 export function completePrefix(data) {
-  return Number(component().completePrefix(data.toString('latin1')));
+  return Number(component().completePrefix(latin1(data)));
 }

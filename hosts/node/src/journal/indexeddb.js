@@ -14,6 +14,7 @@
 // second tab on the same journal is refused (JournalLockedError), as flock does for files.
 import { JournalError, JournalLockedError, refuseJournalUrl } from '../errors.js';
 import { MemoryJournal } from './memory.js';
+import { journalFormat } from '../load-browser.js';
 
 const STORE = 'entries';
 
@@ -76,6 +77,7 @@ export class IndexedDbJournal extends MemoryJournal {
    */
   static async open(name = 'interlock-journal') {
     refuseJournalUrl(name);
+    await journalFormat();
     const release = await takeLock(name);
     try {
       const db = await openDb(name);

@@ -1,8 +1,11 @@
 // An in-memory journal: every stream in one ordered list of lines, exactly what the file
 // journal would hold, so `bytes()` gives the journal.jsonl a file host would have written
 // (used to check the conformance pins in a browser). Nothing survives the page or process.
-import { JournalError } from '../errors.js';
-import { StreamIndex, parseHead, validateEntry } from './head.js';
+// Appends and loads are checked by the journal-format component (./format.js), the same
+// rules as the file journal's; in a browser, await journalFormat() before making one.
+import { JournalError, CorruptJournalFileError } from '../errors.js';
+import { StreamIndex } from './stream-index.js';
+import { formatReady, scan, validateAppend } from './format.js';
 
 /** @import { JournalBackend } from '../types.js' */
 
@@ -12,6 +15,9 @@ export class MemoryJournal {
   #index = new StreamIndex();
 
   constructor() {
+    if (!formatReady()) {
+      throw new JournalError('other', 'the journal-format component is not loaded: in a browser, await journalFormat() first (Interlock.open and Interlock.memory do)');
+    }
     /** @type {string[]} every entry, in append order */
     this.lines = [];
     this.closed = false;
@@ -33,19 +39,20 @@ export class MemoryJournal {
    * @param {string[]} lines
    */
   load(lines) {
-    lines.forEach((text, i) => {
-      let head;
-      try {
-        head = parseHead(text);
-      } catch (detail) {
-        throw new JournalError('corrupt', `entry ${i + 1} is not a valid entry: ${detail}`);
-      }
-      const position = this.#index.length(head.stream);
-      if (head.seq !== position) {
-        throw new JournalError('corrupt', `entry ${i + 1}: seq is ${head.seq} but stream ${JSON.stringify(head.stream)} has ${position} entries before it`);
-      }
-      this.#index.push(head.stream, text, head.open);
-      this.lines.push(text);
+    let places;
+    try {
+      places = scan(new TextEncoder().encode(lines.map((l) => `${l}\n`).join('')));
+    } catch (e) {
+      // The format's own words, counted in entries rather than file lines.
+      if (e instanceof CorruptJournalFileError) throw new JournalError('corrupt', `entry ${e.line} is not a valid entry: ${e.detail}`);
+      throw e;
+    }
+    if (places.length !== lines.length) {
+      throw new JournalError('corrupt', `${lines.length} entries hold ${places.length} lines: an entry holds a newline`);
+    }
+    places.forEach(({ stream, open }, i) => {
+      this.#index.push(stream, lines[i], open);
+      this.lines.push(lines[i]);
     });
   }
 
@@ -64,13 +71,7 @@ export class MemoryJournal {
     this.#check();
     const actual = this.#index.length(stream);
     if (actual !== expectedLength) throw new JournalError('conflict', actual);
-    entries.forEach((e, i) => {
-      try {
-        validateEntry(e, stream, expectedLength + i, open);
-      } catch (detail) {
-        throw new JournalError('other', `invalid journal entry: entry ${i} of the batch (seq ${expectedLength + i}): ${detail}`);
-      }
-    });
+    validateAppend(entries, stream, expectedLength, open);
     for (const e of entries) {
       this.#index.push(stream, e, open);
       this.lines.push(e);

@@ -2,7 +2,10 @@
 // runner, conformance/driver.js) on the in-memory and on the IndexedDB journal, and the
 // durable journal's own checks. Results go back to Node.
 import { runVector } from '../../conformance/driver.js';
-import { gateComponent, Interlock, Payments, IndexedDbJournal, MemoryJournal, JournalLockedError, Rejected } from '../../src/browser.js';
+import { gateComponent, journalFormat, Interlock, Payments, IndexedDbJournal, MemoryJournal, JournalLockedError, Rejected } from '../../src/browser.js';
+
+// Every journal checks its entries with the journal-format component: load it first.
+await journalFormat();
 
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, '0')).join('');
 const sha256 = async (bytes) => hex(await crypto.subtle.digest('SHA-256', bytes));

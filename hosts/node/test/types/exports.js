@@ -8,7 +8,7 @@ export const NODE_EXPORTS = /** @type {const} */ ([
   'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'Rejected',
   'ServiceError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
   'UnknownEffectError', 'UnknownOperationError', 'UnsupportedJournalError', 'describeJournalError',
-  'gateComponent', 'gateError', 'invalidField', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
+  'gateComponent', 'gateError', 'invalidField', 'journalFormat', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
   'toOutcome', 'writeStateFile',
 ]);
 
@@ -18,6 +18,6 @@ export const BROWSER_EXPORTS = /** @type {const} */ ([
   'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'Rejected',
   'ServiceError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
   'UnknownEffectError', 'UnknownOperationError', 'UnsupportedJournalError', 'describeJournalError',
-  'gateComponent', 'gateError', 'invalidField', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
+  'gateComponent', 'gateError', 'invalidField', 'journalFormat', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
   'toOutcome',
 ]);
