@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::canon::canonical;
 use crate::fields;
 use crate::proposal::check_name;
-pub use crate::proposal::{DEFAULT_DEDUPE_WINDOW_MS, DEFAULT_TIMEOUT_MS};
+pub use crate::proposal::{DEFAULT_CLOCK_SKEW_MS, DEFAULT_DEDUPE_WINDOW_MS, DEFAULT_TIMEOUT_MS};
 use crate::types::GateError;
 
 /// How long a host waits between recovery attempts on a live claim when the gate gives no
@@ -27,13 +27,14 @@ pub fn standing_lease_name(agent: &str) -> Result<String, GateError> {
     Ok(name)
 }
 
-/// The defaults as JSON: `timeout_ms`, `dedupe_window_ms`, `claim_wait` (`poll_ms`,
-/// `max_polls`) and `standing_lease_ms`.
+/// The defaults as JSON: `timeout_ms`, `dedupe_window_ms`, `clock_skew_ms`, `claim_wait`
+/// (`poll_ms`, `max_polls`) and `standing_lease_ms`.
 pub fn defaults_json() -> String {
     let claim_wait = fields!("poll_ms" => CLAIM_WAIT_POLL_MS, "max_polls" => CLAIM_WAIT_MAX_POLLS);
     canonical(&Value::Object(fields!(
         "timeout_ms" => DEFAULT_TIMEOUT_MS,
         "dedupe_window_ms" => DEFAULT_DEDUPE_WINDOW_MS,
+        "clock_skew_ms" => DEFAULT_CLOCK_SKEW_MS,
         "claim_wait" => Value::Object(claim_wait),
         "standing_lease_ms" => STANDING_LEASE_MS,
     )))

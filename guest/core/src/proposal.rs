@@ -15,6 +15,7 @@ pub const MAX_INPUT_BYTES: usize = 64 * 1024;
 const MAX_NAME_BYTES: usize = 256;
 pub const DEFAULT_DEDUPE_WINDOW_MS: u64 = 24 * 3600 * 1000;
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+pub const DEFAULT_CLOCK_SKEW_MS: u64 = 0;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetSpec {
@@ -24,6 +25,11 @@ pub struct TargetSpec {
     pub lookup: bool,
     /// How long a send may stay in flight: the claim recovery must wait out.
     pub timeout_ms: u64,
+    /// The most the clocks of the workers sharing the journal may disagree: every claim on
+    /// the effect lasts this much longer than `timeout_ms`, so a worker whose clock runs
+    /// ahead by up to this much never takes over a send another still waits on. 0 (the
+    /// default) when one machine's clock serves every worker.
+    pub clock_skew_ms: u64,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -225,6 +231,8 @@ impl Proposal {
             lookup: opt_bool(t, "lookup", "/target/lookup", false)?,
             timeout_ms: opt_u64(t, "timeout_ms", "/target/timeout_ms")?
                 .unwrap_or(DEFAULT_TIMEOUT_MS),
+            clock_skew_ms: opt_u64(t, "clock_skew_ms", "/target/clock_skew_ms")?
+                .unwrap_or(DEFAULT_CLOCK_SKEW_MS),
         };
         if target.timeout_ms == 0 {
             return Err(field_err("/target/timeout_ms", "must be at least 1"));
@@ -343,6 +351,10 @@ impl Proposal {
         );
         t.insert("lookup".into(), self.target.lookup.into());
         t.insert("timeout_ms".into(), self.target.timeout_ms.into());
+        // Recorded when set, so journals of one machine read as they always did.
+        if self.target.clock_skew_ms != DEFAULT_CLOCK_SKEW_MS {
+            t.insert("clock_skew_ms".into(), self.target.clock_skew_ms.into());
+        }
         m.insert("target".into(), Value::Object(t));
         if let Some(k) = &self.key {
             m.insert("key".into(), k.clone());

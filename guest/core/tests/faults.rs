@@ -826,3 +826,76 @@ fn a_late_reply_during_a_deduped_resend_commits_once() {
     assert_eq!(w.pay.refund_count(), 1);
     w.journal_verifies();
 }
+
+/// Two machines share one journal, and B's clock runs 400 ms ahead of A's. A has written
+/// its intent (a 1 s claim) and its send is in flight when, 700 ms later, B's clock says
+/// A's deadline has passed. Without a skew margin B takes over: the lookup finds nothing
+/// yet, B sends again, then A's send lands: two refunds. With `clock_skew_ms` 500 (at least
+/// the skew) the claim is live on B's clock too, and B waits it out.
+#[test]
+fn a_claim_holds_on_a_clock_that_runs_ahead_by_up_to_the_skew_margin() {
+    const SKEW_MS: u64 = 400;
+    for (margin, want_refunds) in [(None, 2), (Some(500u64), 1)] {
+        let mut w = World::new(Tier::TWO);
+        let mut p = w.proposal(2000);
+        if let Some(m) = margin {
+            p["target"]["clock_skew_ms"] = json!(m);
+        }
+        let mut a = Gate::new();
+        let t_a = w.now;
+        let s = a.submit(&mut w.j, t_a, &p.to_string()).unwrap();
+        let Ask::Capture { effect_id, .. } = &s.ask else {
+            panic!("{s:?}")
+        };
+        let id = effect_id.clone();
+        let prem = Reply::Captured(w.pay.premises("order_881", Some(&id)).unwrap().to_string());
+        let send = a.resume(&mut w.j, t_a, s.op, prem).unwrap();
+        assert!(matches!(send.ask, Ask::Apply { .. }), "{send:?}");
+
+        // 700 ms later: B's clock reads 1100 ms after A's intent.
+        let t_b = t_a + 700 + SKEW_MS;
+        let mut b = Gate::new();
+        let r = b.recover(&mut w.j, t_b, &id).unwrap();
+        if margin.is_some() {
+            match &r.ask {
+                Ask::Done(o) => {
+                    assert_eq!(
+                        (o.state, o.reason),
+                        (State::Dispatched, Some(Reason::ClaimLive))
+                    );
+                    assert_eq!(o.retry_after_ms, Some(1000 + 500 - 700 - SKEW_MS));
+                }
+                other => panic!("took over a live claim: {other:?}"),
+            }
+        } else {
+            // B acts: looks the refund up (not there yet), then sends again.
+            w.now = t_b;
+            std::mem::swap(&mut w.gate, &mut b);
+            assert_eq!(w.drive(r, None).unwrap().state, State::Committed);
+        }
+        // A's send lands, and A records its reply.
+        w.pay
+            .refund("order_881", 2000, Some(&id), Some(&id), t_a + 800)
+            .unwrap();
+        let done = a
+            .resume(
+                &mut w.j,
+                t_a + 800,
+                send.op,
+                Reply::Applied(json!({"refund_id": "re_0001"}).to_string()),
+            )
+            .unwrap();
+        assert!(
+            matches!(
+                done.ask,
+                Ask::Done(Outcome {
+                    state: State::Committed,
+                    ..
+                })
+            ),
+            "{done:?}"
+        );
+        assert_eq!(w.pay.refund_count(), want_refunds, "margin {margin:?}");
+        w.journal_verifies();
+    }
+}

@@ -55,7 +55,12 @@ impl Gate {
             State::Authorized,
             fields!("checks" => Value::Object(ctx.checks.clone())),
         ));
-        let claim_until = now_ms.saturating_add(ctx.proposal.target.timeout_ms);
+        // The claim covers the send's whole timeout on this clock, plus the skew another
+        // worker's clock may have: it is live on every clock until this one gave up.
+        let target = &ctx.proposal.target;
+        let claim_until = now_ms
+            .saturating_add(target.timeout_ms)
+            .saturating_add(target.clock_skew_ms);
         batch.push((State::Dispatched, fields!("attempt" => attempt, "claim_until_ms" => claim_until, "idempotency_key" => ctx.id.clone())));
         match ctx.stream.append(j, batch, now_ms, true, true) {
             Ok(()) => self.remember(&ctx.stream),
