@@ -34,6 +34,7 @@ use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use interlock_journal_format::{self as format, FormatError, Scanner};
 
@@ -53,14 +54,17 @@ use commit::GroupCommit;
 /// bytes past the last one (or the whole file, without one): the scan is paid once.
 pub const CHECKPOINT_AFTER_BYTES: u64 = 64 << 20;
 
-pub use interlock_journal_format::{FORMAT_FILE, JOURNAL_FILE, LOCK_FILE, TORN_PREFIX};
+pub use interlock_journal_format::{
+    FORMAT_FILE, JOURNAL_FILE, LOCK_FILE, LOCK_WAIT_MS, TORN_PREFIX,
+};
 
 /// How a journal operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Another writer (in this or another process) holds the directory's lock.
-    #[error("journal directory {} is locked by another writer ({LOCK_FILE} is held)", dir.display())]
-    Locked { dir: PathBuf },
+    /// Another writer (in this or another process) holds the directory's lock, still after
+    /// waiting `waited_ms` for it. The text names the shared backends.
+    #[error("{}", format::locked_message(&dir.display().to_string(), *waited_ms))]
+    Locked { dir: PathBuf, waited_ms: u64 },
 
     /// The storage failed.
     #[error("journal I/O error: {0}")]
@@ -334,20 +338,30 @@ fn create_dir_owner_only(dir: &Path) -> io::Result<()> {
     b.create(dir)
 }
 
-/// Takes the directory's lock (creating the lock file if needed).
-fn lock(dir: &Path) -> Result<File, Error> {
+/// Takes the directory's lock (creating the lock file if needed), trying again every
+/// [`format::LOCK_POLL_MS`] for up to `wait` while another writer holds it.
+fn lock(dir: &Path, wait: Duration) -> Result<File, Error> {
     let lock = owner_only()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
         .open(dir.join(LOCK_FILE))?;
-    match lock.try_lock() {
-        Ok(()) => Ok(lock),
-        Err(TryLockError::WouldBlock) => Err(Error::Locked {
-            dir: dir.to_owned(),
-        }),
-        Err(TryLockError::Error(e)) => Err(Error::Io(e)),
+    let start = Instant::now();
+    loop {
+        match lock.try_lock() {
+            Ok(()) => return Ok(lock),
+            Err(TryLockError::WouldBlock) if start.elapsed() < wait => {
+                std::thread::sleep(Duration::from_millis(format::LOCK_POLL_MS));
+            }
+            Err(TryLockError::WouldBlock) => {
+                return Err(Error::Locked {
+                    dir: dir.to_owned(),
+                    waited_ms: wait.as_millis() as u64,
+                })
+            }
+            Err(TryLockError::Error(e)) => return Err(Error::Io(e)),
+        }
     }
 }
 
@@ -363,17 +377,26 @@ impl FileJournal {
     /// from the whole file. After scanning [`CHECKPOINT_AFTER_BYTES`] or more it writes a
     /// new checkpoint (best effort: a failure only costs the next open a longer scan).
     ///
-    /// Fails with [`Error::Locked`] if another handle holds the directory,
+    /// Waits up to [`format::LOCK_WAIT_MS`] for the lock of another writer (see
+    /// [`FileJournal::open_waiting`]).
+    ///
+    /// Fails with [`Error::Locked`] if another handle still holds the directory,
     /// [`Error::TornTail`] if the file ends with a partial line (see [`FileJournal::repair`])
     /// and [`Error::Corrupt`] if a complete line is not a valid entry.
     pub fn open(dir: &Path) -> Result<Self, Error> {
+        Self::open_waiting(dir, Duration::from_millis(format::LOCK_WAIT_MS))
+    }
+
+    /// [`FileJournal::open`], waiting up to `wait` (zero: not at all) for the lock another
+    /// writer holds: a writer starting while another finishes is not turned away at once.
+    pub fn open_waiting(dir: &Path, wait: Duration) -> Result<Self, Error> {
         if !dir.is_dir() {
             create_dir_owner_only(dir)?;
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
                 sync_dir(parent)?;
             }
         }
-        let lock = lock(dir)?;
+        let lock = lock(dir, wait)?;
         let path = dir.join(JOURNAL_FILE);
         check_format(dir, &path)?;
         let mut options = owner_only();
@@ -620,7 +643,7 @@ impl FileJournal {
     /// complete line and synced. Nothing is deleted. Complete lines are not checked: a
     /// corrupt line is left for an operator.
     pub fn repair(dir: &Path) -> Result<RepairReport, Error> {
-        let _lock = lock(dir)?;
+        let _lock = lock(dir, Duration::ZERO)?;
         // A journal of a newer format may not even be lines: never cut it by these rules.
         check_existing_format(dir)?;
         let nothing = RepairReport {

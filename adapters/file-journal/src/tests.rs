@@ -219,16 +219,27 @@ fn empty_batch_is_a_no_op_or_a_sync() {
 fn second_open_is_locked_until_drop() {
     let (_tmp, dir) = setup();
     let first = FileJournal::open(&dir).unwrap();
-    match FileJournal::open(&dir) {
-        Err(Error::Locked { dir: d }) => assert_eq!(d, dir),
+    match FileJournal::open_waiting(&dir, Duration::ZERO) {
+        Err(Error::Locked {
+            dir: d,
+            waited_ms: 0,
+        }) => assert_eq!(d, dir),
         other => panic!("expected Locked, got {other:?}"),
     }
     match FileJournal::repair(&dir) {
         Err(Error::Locked { .. }) => {}
         other => panic!("repair must take the lock too, got {other:?}"),
     }
-    let msg = FileJournal::open(&dir).unwrap_err().to_string();
+    let msg = FileJournal::open_waiting(&dir, Duration::from_millis(50))
+        .unwrap_err()
+        .to_string();
     assert!(msg.contains(&dir.display().to_string()), "{msg}");
+    // It says how long it waited, and how to run several writers.
+    assert!(msg.contains("still after waiting 50 ms"), "{msg}");
+    assert!(
+        msg.contains("sqlite:///") && msg.contains("postgres://"),
+        "{msg}"
+    );
     drop(first);
     let mut second = FileJournal::open(&dir).unwrap();
     second
@@ -749,4 +760,22 @@ fn a_newer_or_unknown_format_version_is_refused() {
             "not lines"
         );
     }
+}
+
+#[test]
+fn a_second_writer_waits_for_the_lock_and_gets_it_when_the_first_lets_go() {
+    let (_tmp, dir) = setup();
+    let first = FileJournal::open(&dir).unwrap();
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        drop(first);
+    });
+    let start = std::time::Instant::now();
+    let second = FileJournal::open_waiting(&dir, Duration::from_secs(10)).unwrap();
+    assert!(
+        start.elapsed() >= Duration::from_millis(150),
+        "it did not wait"
+    );
+    release.join().unwrap();
+    drop(second);
 }

@@ -31,6 +31,12 @@ pub const FORMAT_FILE: &str = "journal.format";
 pub const TORN_PREFIX: &str = "journal.torn-";
 /// The format version this reader writes and understands.
 pub const FORMAT_VERSION: u64 = 1;
+/// How long opening a file journal waits, by default, for the lock another writer holds,
+/// polling every [`LOCK_POLL_MS`]: a writer starting while another finishes is not turned
+/// away at once. A host may choose another wait (0: do not wait).
+pub const LOCK_WAIT_MS: u64 = 5_000;
+/// How often a waiting open tries the lock again.
+pub const LOCK_POLL_MS: u64 = 20;
 /// What `journal.format` starts with, before the version number.
 const FORMAT_MAGIC: &str = "interlock-journal ";
 
@@ -255,6 +261,23 @@ pub fn torn_file_name(offset: u64, attempt: u32) -> String {
     } else {
         format!("{TORN_PREFIX}{offset}.{attempt}")
     }
+}
+
+/// Why a file journal could not be opened: another writer holds `dir`'s lock, still after
+/// `waited_ms`. A file journal has one writer per directory; the sentence names the shared
+/// backends, the way to run several.
+pub fn locked_message(dir: &str, waited_ms: u64) -> String {
+    let waited = if waited_ms == 0 {
+        String::new()
+    } else {
+        format!(", still after waiting {waited_ms} ms")
+    };
+    format!(
+        "journal directory {dir} is locked by another writer ({LOCK_FILE} is held){waited}; \
+         a file journal has one writer per directory: to run several workers, share a SQLite \
+         journal on one machine (sqlite:///path/to/journal.db) or a PostgreSQL journal across \
+         machines (postgres://user@host/db)"
+    )
 }
 
 /// The text of `journal.format` for the version this crate writes.

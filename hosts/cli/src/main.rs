@@ -9,6 +9,7 @@ use std::fmt::Display;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -103,6 +104,10 @@ struct Cli {
     /// Print one JSON document on stdout, failures included (`interlock --help` says which).
     #[arg(long, global = true)]
     json: bool,
+    /// How long to wait for the lock of a file journal another writer holds (default 5000;
+    /// 0: fail at once).
+    #[arg(long, global = true, value_name = "MS")]
+    lock_wait_ms: Option<u64>,
     #[command(subcommand)]
     command: Cmd,
 }
@@ -302,6 +307,10 @@ fn main() -> ExitCode {
         clock_ms: cli.clock_ms,
         wasm: cli.wasm,
         json: cli.json,
+        lock_wait: Duration::from_millis(
+            cli.lock_wait_ms
+                .unwrap_or(interlock_file_journal::LOCK_WAIT_MS),
+        ),
     };
     let result = journal_arg(&cli.command)
         .map_or(Ok(()), refuse_url)
@@ -365,6 +374,7 @@ struct Ctx {
     clock_ms: Option<u64>,
     wasm: Option<PathBuf>,
     json: bool,
+    lock_wait: Duration,
 }
 
 impl Ctx {
@@ -376,7 +386,7 @@ impl Ctx {
     }
 
     fn gate(&self, dir: &Path) -> Result<GateHost, Failure> {
-        let journal = open_journal(dir)?;
+        let journal = open_journal(dir, self.lock_wait)?;
         Ok(GateHost::new(
             &self.runtime()?,
             Box::new(journal),
@@ -401,7 +411,7 @@ impl Ctx {
     }
 }
 
-fn open_journal(dir: &Path) -> Result<FileJournal, Failure> {
+fn open_journal(dir: &Path, lock_wait: Duration) -> Result<FileJournal, Failure> {
     // FileJournal::open creates a missing folder; a typo must not become an empty journal.
     if !dir.is_dir() {
         return Err(Failure::new(
@@ -410,12 +420,11 @@ fn open_journal(dir: &Path) -> Result<FileJournal, Failure> {
             format!("{} is not a folder; no journal there", dir.display()),
         ));
     }
-    FileJournal::open(dir).map_err(|e| {
+    FileJournal::open_waiting(dir, lock_wait).map_err(|e| {
         let hint = match &e {
             FileError::TornTail { .. } => {
                 format!("\nrun `interlock repair {}`, then try again", dir.display())
             }
-            FileError::Locked { .. } => "; is another interlock process using it?".to_string(),
             _ => String::new(),
         };
         Failure::new(
@@ -888,6 +897,8 @@ fn run_self(ctx: &Ctx, args: &[&str]) -> Result<std::process::Output> {
     if let Some(w) = &ctx.wasm {
         cmd.arg("--wasm").arg(w);
     }
+    cmd.arg("--lock-wait-ms")
+        .arg(ctx.lock_wait.as_millis().to_string());
     cmd.args(args)
         .output()
         .context("cannot start a child process")

@@ -162,9 +162,12 @@ export class JournalError extends InterlockError {
 
 /** Another writer holds the journal (the file journal's `journal.lock`, a browser lock). */
 export class JournalLockedError extends JournalError {
-  /** @param {string} where */
-  constructor(where) {
-    super('other', `journal ${where} is locked by another writer (journal.lock is held)`);
+  /**
+   * @param {string} where
+   * @param {string} [message] the journal's own words (a file journal's come from the format)
+   */
+  constructor(where, message = `journal ${where} is locked by another writer`) {
+    super('other', message);
     this.where = where;
   }
 }

@@ -66,7 +66,7 @@ export class Interlock extends Base {
    * @param {OpenOptions} [options]
    */
   static async open(dir, options = {}) {
-    const journal = dir === ':memory:' ? new MemoryJournal() : FileJournal.open(dir);
+    const journal = dir === ':memory:' ? new MemoryJournal() : FileJournal.open(dir, { lockWaitMs: options.lockWaitMs });
     try {
       return await Base.create(gateComponent(), journal, options);
     } catch (e) {

@@ -152,6 +152,11 @@ export interface OpenOptions {
    * with InvalidFieldError at `/authority`, nothing recorded.
    */
   standingLease?: boolean;
+  /**
+   * Node, file journal: how long to wait for the lock another writer holds (ms). Default:
+   * the journal format's (5000); 0: fail at once. A file journal has one writer per folder.
+   */
+  lockWaitMs?: number;
 }
 
 /** What `recover` says of one open effect: its outcome, or the gate error it met. */

@@ -108,10 +108,11 @@ test('Node and the CLI exclude each other on one journal folder', { skip }, asyn
   const dir = tempDir();
   try {
     const gate = await Interlock.open(dir);
-    const res = run(['verify', dir]);
+    const res = run(['--lock-wait-ms', '300', 'verify', dir]);
     assert.notEqual(res.status, 0);
-    assert.match(res.stderr, /locked by another writer/);
-    await assert.rejects(Interlock.open(dir), JournalLockedError);
+    // It waited, then said how to run several writers.
+    assert.match(res.stderr, /locked by another writer \(journal\.lock is held\), still after waiting 300 ms; .*sqlite:\/\/\/.*postgres:\/\//);
+    await assert.rejects(Interlock.open(dir, { lockWaitMs: 0 }), JournalLockedError);
     gate.close();
     const ok = run(['verify', dir]);
     assert.equal(ok.status, 0, ok.stderr);

@@ -5,7 +5,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Interlock, FileJournal, FakeClock, UnsupportedJournalError, InterlockError } from '../src/index.js';
+import { Interlock, FileJournal, FakeClock, UnsupportedJournalError, InterlockError, JournalLockedError } from '../src/index.js';
+import { spawn } from 'node:child_process';
 import { tempDir } from './helpers.js';
 
 const mode = (path) => statSync(path).mode & 0o777;
@@ -96,3 +97,27 @@ for (const [text, want] of [
     assert.equal(readFileSync(join(dir, 'journal.jsonl'), 'utf8'), 'not lines');
   });
 }
+
+test('a second writer waits for the lock and gets it when the first lets go; else it is told how to share', async () => {
+  const dir = tempDir();
+  try {
+    FileJournal.open(dir).close();
+    // Another process holds the folder for 400 ms.
+    const holder = spawn(process.execPath, ['--input-type=module', '-e', `
+      import { FileJournal } from ${JSON.stringify(new URL('../src/index.js', import.meta.url).href)};
+      const j = FileJournal.open(${JSON.stringify(dir)});
+      console.log('held');
+      setTimeout(() => { j.close(); console.log('released'); }, 400);
+    `], { stdio: ['ignore', 'pipe', 'inherit'] });
+    await new Promise((resolve) => holder.stdout.once('data', resolve));
+    assert.throws(() => FileJournal.open(dir, { lockWaitMs: 50 }), (e) => e instanceof JournalLockedError
+      && /still after waiting 50 ms; a file journal has one writer per directory: .*sqlite:\/\/\/.*postgres:\/\//.test(e.message));
+    const start = Date.now();
+    const j = FileJournal.open(dir, { lockWaitMs: 10_000 });
+    assert.ok(Date.now() - start >= 100, 'it waited for the holder');
+    j.close();
+    await new Promise((resolve) => holder.on('exit', resolve));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -116,7 +116,8 @@ def test_python_and_the_cli_exclude_each_other(tmp_path, cli):
     d = tmp_path / "j"
     new_world(d)
     with Interlock(d):
-        held = subprocess.run([str(cli), "verify", str(d)], capture_output=True, text=True)
+        held = subprocess.run([str(cli), "--lock-wait-ms", "0", "verify", str(d)],
+                              capture_output=True, text=True)
         assert held.returncode != 0 and "locked" in held.stderr, held.stderr
     # Released with the Interlock: the CLI opens it now.
     free = subprocess.run([str(cli), "verify", str(d)], capture_output=True, text=True)

@@ -3,6 +3,9 @@
 import json
 import os
 import stat
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -44,10 +47,32 @@ def test_compare_and_append(tmp_path):
 
 def test_one_writer_per_directory(tmp_path):
     j = FileJournal.open(tmp_path)
-    with pytest.raises(Locked):
-        FileJournal.open(tmp_path)
+    with pytest.raises(Locked) as e:
+        FileJournal.open(tmp_path, lock_wait_ms=50)
+    # It waited, then said how to run several writers.
+    assert "still after waiting 50 ms" in str(e.value), e.value
+    assert "sqlite:///" in str(e.value) and "postgres://" in str(e.value), e.value
     j.close()
     FileJournal.open(tmp_path).close()
+
+
+def test_a_second_writer_waits_for_the_lock_and_gets_it_when_the_first_lets_go(tmp_path):
+    FileJournal.open(tmp_path).close()
+    # Another process holds the directory for 400 ms.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", (
+            "import sys, time\n"
+            "from interlock.journal import FileJournal\n"
+            f"j = FileJournal.open({str(tmp_path)!r})\n"
+            "print('held', flush=True)\n"
+            "time.sleep(0.4)\n"
+            "j.close()\n")],
+        stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+    start = time.monotonic()
+    FileJournal.open(tmp_path, lock_wait_ms=10_000).close()
+    assert time.monotonic() - start >= 0.1, "it did not wait for the holder"
+    assert holder.wait(timeout=10) == 0
 
 
 def test_torn_tail_is_refused_then_repaired(tmp_path):

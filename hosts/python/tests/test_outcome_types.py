@@ -70,7 +70,7 @@ def test_journal_errors_are_interlock_errors(tmp_path):
     held = FileJournal.open(tmp_path / "j")
     try:
         with pytest.raises(InterlockError) as e:
-            FileJournal.open(tmp_path / "j")
+            FileJournal.open(tmp_path / "j", lock_wait_ms=0)
         assert isinstance(e.value, Locked)
     finally:
         held.close()

@@ -85,6 +85,14 @@ impl f::Guest for Component {
     fn complete_prefix(data: String) -> u64 {
         jf::complete_prefix(&latin1(&data)) as u64
     }
+
+    fn lock_wait() -> (u64, u64) {
+        (jf::LOCK_WAIT_MS, jf::LOCK_POLL_MS)
+    }
+
+    fn locked_message(dir: String, waited_ms: u64) -> String {
+        jf::locked_message(&dir, waited_ms)
+    }
 }
 
 export!(Component);

@@ -22,7 +22,7 @@ import { createRequire } from 'node:module';
 import { JournalError, JournalLockedError, refuseJournalUrl } from '../errors.js';
 import { StreamIndex } from './stream-index.js';
 import './format-node.js';
-import { scan as scanFile, validateAppend, checkFormatFile, formatFileText, tornFileName, completePrefix } from './format.js';
+import { scan as scanFile, validateAppend, checkFormatFile, formatFileText, tornFileName, completePrefix, lockWait, lockedMessage } from './format.js';
 
 /**
  * @import { JournalBackend, RepairReport } from '../types.js'
@@ -91,18 +91,34 @@ function syncDir(dir) {
   }
 }
 
-/** @param {string} dir */
-function lock(dir) {
+/** Sleeps this thread (the journal API is synchronous). @param {number} ms */
+const sleepSync = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+
+/**
+ * Takes `dir`'s lock, trying again for up to `waitMs` while another writer holds it.
+ * @param {string} dir
+ * @param {number} waitMs
+ */
+function lock(dir, waitMs) {
   const { fd } = openOrCreatePrivate(join(dir, LOCK_FILE), O_RDWR);
-  try {
-    flockSync(fd, 'exnb');
-  } catch (e) {
-    fs.closeSync(fd);
-    const { code } = /** @type {NodeJS.ErrnoException} */ (e);
-    if (code === 'EWOULDBLOCK' || code === 'EAGAIN') throw new JournalLockedError(dir);
-    throw io(e);
+  const { pollMs } = lockWait();
+  const start = Date.now();
+  for (;;) {
+    try {
+      flockSync(fd, 'exnb');
+      return fd;
+    } catch (e) {
+      const { code } = /** @type {NodeJS.ErrnoException} */ (e);
+      const held = code === 'EWOULDBLOCK' || code === 'EAGAIN';
+      if (held && Date.now() - start < waitMs) {
+        sleepSync(pollMs);
+        continue;
+      }
+      fs.closeSync(fd);
+      if (held) throw new JournalLockedError(dir, lockedMessage(dir, waitMs));
+      throw io(e);
+    }
   }
-  return fd;
 }
 
 /**
@@ -162,18 +178,21 @@ export class FileJournal {
 
   /**
    * Opens the journal in `dir` (created if missing), takes its lock and rebuilds the index.
-   * Throws JournalLockedError, TornTailError or CorruptJournalFileError.
+   * While another writer holds the lock it waits, up to `lockWaitMs` (default: the journal
+   * format's, 5 s; 0: not at all). Throws JournalLockedError (its text names the shared
+   * backends, the way to run several writers), TornTailError or CorruptJournalFileError.
    * @param {string} dir
+   * @param {{ lockWaitMs?: number }} [options]
    * @returns {FileJournal}
    */
-  static open(dir) {
+  static open(dir, { lockWaitMs } = {}) {
     refuseJournalUrl(dir);
     if (!fs.existsSync(dir)) {
       fs.mkdirSync(dir, { recursive: true, mode: DIR_MODE });
       fs.chmodSync(dir, DIR_MODE); // exactly 0700, whatever bits the umask took away
       syncDir(dirname(dir));
     }
-    const lockFd = lock(dir);
+    const lockFd = lock(dir, lockWaitMs ?? lockWait().waitMs);
     let fd;
     try {
       checkFormat(dir);
@@ -351,7 +370,7 @@ export class FileJournal {
    */
   static repair(dir) {
     refuseJournalUrl(dir);
-    const lockFd = lock(dir);
+    const lockFd = lock(dir, 0);
     try {
       // A journal of a newer format may not even be lines: never cut it by these rules.
       checkExistingFormat(dir);

@@ -138,6 +138,25 @@ export function tornFileName(offset, attempt) {
   return component().tornFileName(BigInt(offset), attempt);
 }
 
+/**
+ * How long opening a file journal waits by default for another writer's lock, and how
+ * often it tries again (ms).
+ * @returns {{ waitMs: number, pollMs: number }}
+ */
+export function lockWait() {
+  const [wait, poll] = component().lockWait();
+  return { waitMs: Number(wait), pollMs: Number(poll) };
+}
+
+/**
+ * The error text when another writer still holds `dir`'s lock after `waitedMs`.
+ * @param {string} dir
+ * @param {number} waitedMs
+ */
+export function lockedMessage(dir, waitedMs) {
+  return component().lockedMessage(dir, BigInt(waitedMs));
+}
+
 /** @param {Uint8Array} data */
 export function completePrefix(data) {
   return Number(component().completePrefix(latin1(data)));

@@ -416,7 +416,9 @@ class Interlock:
     any of these a call raises :class:`interlock.InvalidField` (``/authority``), nothing
     recorded. ``claim_wait``: how :meth:`recover` waits out another worker's live claim
     (``True``: as the gate's defaults say; ``False``: not at all; or a
-    :class:`interlock.ClaimWait`). ``clock`` is for tests
+    :class:`interlock.ClaimWait`). ``lock_wait_ms``: how long to wait for the lock of a
+    journal another writer holds (default 5 s, the journal format's; 0: fail at once with
+    :class:`interlock.Locked`). ``clock`` is for tests
     (:class:`interlock.clock.FakeClock`). docs/host-api.md has every rule.
 
     One Interlock may be shared by threads: calls into the gate take turns (one lock),
@@ -424,7 +426,8 @@ class Interlock:
 
     def __init__(self, path: Union[str, "os.PathLike[str]"] = ".interlock", *, agent: str = "agent",
                  clock: Optional[Clock] = None, claim_wait: Union[bool, ClaimWait] = True,
-                 standing_lease: bool = False, wasm: Optional[Path] = None):
+                 standing_lease: bool = False, wasm: Optional[Path] = None,
+                 lock_wait_ms: Optional[int] = None):
         if isinstance(path, (str, bytes)):
             url = _URL.match(os.fsdecode(path))
             if url:
@@ -443,7 +446,7 @@ class Interlock:
         # Serializes every gate call, and what must change together with one (the gate
         # instance, the standing lease's check and grant). Reentrant: one leads to another.
         self._lock = threading.RLock()
-        self._journal = JournalRef(FileJournal.open(self.path))
+        self._journal = JournalRef(FileJournal.open(self.path, lock_wait_ms))
         self._host: Optional[GateHost] = None
         self._effects: Dict[str, Effect] = {}
         self._dead: Optional[str] = None

@@ -35,6 +35,7 @@ import fcntl
 import functools
 import os
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union, cast
@@ -60,13 +61,14 @@ class JournalFileError(InterlockError):
 
 
 class Locked(JournalFileError):
-    """Another writer, in this process or another (the CLI included), holds the directory."""
+    """Another writer, in this process or another (the CLI included), still holds the
+    directory after ``waited_ms``. The text (the journal format's) names the shared
+    backends, the way to run several writers."""
 
-    def __init__(self, directory: Path):
+    def __init__(self, directory: Path, waited_ms: int = 0):
         self.dir = directory
-        super().__init__(
-            f"journal directory {directory} is locked by another writer ({LOCK_FILE} is held)"
-        )
+        self.waited_ms = waited_ms
+        super().__init__(_Format.call("locked-message", str(directory), waited_ms))
 
 
 class JournalIOError(JournalFileError):
@@ -167,7 +169,7 @@ class _Format:
         iface = instance.get_export_index(self.store, FORMAT_INTERFACE)
         self.funcs: Dict[str, Any] = {}
         for name in ("scan", "validate-append", "check-format-file", "format-file-text",
-                     "torn-file-name", "complete-prefix"):
+                     "torn-file-name", "complete-prefix", "lock-wait", "locked-message"):
             idx = instance.get_export_index(self.store, name, iface) if iface else None
             func = instance.get_func(self.store, idx) if idx is not None else None
             if func is None:
@@ -287,16 +289,31 @@ def _check_existing_format(d: Path) -> bool:
     return True
 
 
-def _lock(d: Path) -> int:
+def lock_wait() -> Tuple[int, int]:
+    """How long opening a file journal waits by default for another writer's lock, and
+    how often it tries again (ms): the journal format's."""
+    wait, poll = _Format.call("lock-wait")
+    return int(wait), int(poll)
+
+
+def _lock(d: Path, wait_ms: int) -> int:
+    """Takes ``d``'s lock, trying again for up to ``wait_ms`` while another writer holds it."""
     fd, _ = _create(d / LOCK_FILE, os.O_RDWR)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-        os.close(fd)
-        if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-            raise Locked(d) from None
-        raise JournalIOError(str(e)) from None
-    return fd
+    _, poll_ms = lock_wait()
+    deadline = time.monotonic() + wait_ms / 1000
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except OSError as e:
+            held = e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+            if held and time.monotonic() < deadline:
+                time.sleep(poll_ms / 1000)
+                continue
+            os.close(fd)
+            if held:
+                raise Locked(d, wait_ms) from None
+            raise JournalIOError(str(e)) from None
 
 
 _Method = TypeVar("_Method", bound=Callable[..., object])
@@ -334,14 +351,18 @@ class FileJournal:
         self._poisoned: Optional[str] = None
 
     @classmethod
-    def open(cls, directory: Union[str, "os.PathLike[str]"]) -> "FileJournal":
-        """Opens (creating if needed) the journal in ``directory`` and takes its lock.
-        Raises :class:`Locked`, :class:`TornTail` or :class:`Corrupt`."""
+    def open(cls, directory: Union[str, "os.PathLike[str]"],
+             lock_wait_ms: Optional[int] = None) -> "FileJournal":
+        """Opens (creating if needed) the journal in ``directory`` and takes its lock,
+        waiting up to ``lock_wait_ms`` while another writer holds it (default: the journal
+        format's, 5 s; 0: not at all). Raises :class:`Locked`, :class:`TornTail` or
+        :class:`Corrupt`."""
         d = Path(directory)
+        wait_ms = lock_wait()[0] if lock_wait_ms is None else lock_wait_ms
         try:
             if not d.is_dir():
                 _make_dir(d)
-            lock_fd = _lock(d)
+            lock_fd = _lock(d, wait_ms)
         except OSError as e:
             raise JournalIOError(str(e)) from None
         try:
@@ -506,7 +527,7 @@ class FileJournal:
         """Saves a torn tail to ``journal.torn-<offset>`` (never overwriting) and truncates
         the journal to its last complete line. Takes the lock (:class:`Locked` if held)."""
         d = Path(directory)
-        lock_fd = _lock(d)
+        lock_fd = _lock(d, 0)
         try:
             # A journal of a newer format may not even be lines: never cut it by these rules.
             _check_existing_format(d)
