@@ -899,3 +899,29 @@ fn a_claim_holds_on_a_clock_that_runs_ahead_by_up_to_the_skew_margin() {
         w.journal_verifies();
     }
 }
+
+/// The lease was granted until T on the granter's clock; this worker's clock runs 300 ms
+/// behind it. 200 ms before T by this clock the lease has already run out on the
+/// granter's. With `clock_skew_ms` 500 the worker judges expiries by the latest time it may
+/// be, and refuses; without a margin it would send under an expired lease.
+#[test]
+fn expiries_are_judged_by_the_latest_clock_the_skew_allows() {
+    for (margin, want) in [(None, State::Committed), (Some(500u64), State::Refused)] {
+        let mut w = World::new(Tier::ONE);
+        w.gate
+            .grant_lease(&mut w.j, w.now, "short", w.now + 1000)
+            .unwrap();
+        let mut p = w.proposal(2000);
+        p["authority"] = json!({"lease": "short"});
+        if let Some(m) = margin {
+            p["target"]["clock_skew_ms"] = json!(m);
+        }
+        w.now += 800;
+        let o = w.submit_text(&p.to_string(), None).unwrap();
+        assert_eq!(o.state, want, "margin {margin:?}");
+        if margin.is_some() {
+            assert_eq!(o.reason, Some(Reason::LeaseExpired));
+            assert_eq!(w.refunded(), 0);
+        }
+    }
+}

@@ -28,7 +28,12 @@ impl World {
     /// At every send, right after its durable DISPATCHED: the intent is durable, the
     /// authority is live now, the premises hold now, no other send of this effect can be in
     /// flight, and a resend is one the tier allows.
-    pub(crate) fn check_send(&mut self, o: &OpState, attempt: u32) -> Result<(), Violation> {
+    pub(crate) fn check_send(
+        &mut self,
+        w: usize,
+        o: &OpState,
+        attempt: u32,
+    ) -> Result<(), Violation> {
         let id = o.effect.clone();
         let stream = self.raw_stream(&format!("effect:{id}"));
         let Some(last) = stream.last() else {
@@ -36,8 +41,9 @@ impl World {
         };
         if state_of(last) != "DISPATCHED"
             || last["attempt"].as_u64() != Some(attempt as u64)
-            || last["at_ms"].as_u64() != Some(self.now)
-            || last["claim_until_ms"].as_u64() != Some(self.now + self.timeout_ms)
+            || last["at_ms"].as_u64() != Some(self.clock_of(w))
+            || last["claim_until_ms"].as_u64()
+                != Some(self.clock_of(w) + self.timeout_ms + self.clocks.margin_ms)
         {
             return fail("send_without_intent", format!("last entry {last}"));
         }

@@ -20,7 +20,8 @@ impl World {
     ) -> Result<Option<Step>, Violation> {
         self.arm_fault();
         let before = self.j.len();
-        let r = f(&mut self.workers[w].gate, &mut self.j, self.now);
+        let now = self.clock_of(w);
+        let r = f(&mut self.workers[w].gate, &mut self.j, now);
         self.j.disarm();
         let injected = self.j.injected.take();
         if let Some(kind) = injected {
@@ -115,6 +116,9 @@ impl World {
                 "effect": {"order": r.order, "amount_cents": amount},
                 "premises": declared,
             });
+            if self.clocks.margin_ms > 0 {
+                p["target"]["clock_skew_ms"] = json!(self.clocks.margin_ms);
+            }
             p["authority"] = match &r.auth {
                 Auth::Lease(l) => json!({"lease": l, "host_check": r.host_check}),
                 Auth::Approval(a) => json!({"approval": a, "host_check": r.host_check}),
@@ -246,7 +250,7 @@ impl World {
                     &id[..8],
                     self.timeout_ms
                 ));
-                let checked = self.check_send(&o, *attempt);
+                let checked = self.check_send(w, &o, *attempt);
                 self.soft(checked)?;
                 self.sends.entry(id.to_string()).or_default().push(Send {
                     at: self.now,

@@ -33,7 +33,7 @@ mod world;
 
 pub use faults::FaultRates;
 pub use journal::{CrashKind, Fault, SimJournal, View};
-pub use world::World;
+pub use world::{Clocks, World};
 
 use std::collections::BTreeMap;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -131,8 +131,17 @@ pub fn run_seed_strict(seed: u64) -> SeedReport {
     run_seed_with(seed, true)
 }
 
+/// [`run_seed`] with the workers on machines whose clocks differ ([`Clocks`]).
+pub fn run_seed_with_clocks(seed: u64, clocks: Clocks) -> SeedReport {
+    run_world(World::with_clocks(seed, clocks), false)
+}
+
 fn run_seed_with(seed: u64, strict: bool) -> SeedReport {
-    let mut w = World::new(seed);
+    run_world(World::new(seed), strict)
+}
+
+fn run_world(mut w: World, strict: bool) -> SeedReport {
+    let seed = w.seed;
     w.strict = strict;
     let r = catch_unwind(AssertUnwindSafe(|| w.run()));
     let violation = match r {

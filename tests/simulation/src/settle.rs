@@ -16,7 +16,11 @@ impl World {
             *w = Worker::default();
         }
         let last_deadline = self.msgs.iter().map(|m| m.deadline).max().unwrap_or(0);
-        let wait = last_deadline.saturating_sub(self.now) + 1;
+        // A claim lasts its margin more, and worker 0's clock may run behind its writer's.
+        let wait = last_deadline.saturating_sub(self.now)
+            + 1
+            + self.clocks.max_skew_ms
+            + self.clocks.margin_ms;
         self.advance(wait)?;
         for round in 0..4 {
             for i in 0..self.requests.len() {

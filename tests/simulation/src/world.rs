@@ -87,9 +87,22 @@ pub(crate) struct Send {
     pub(crate) deadline: u64,
 }
 
+/// The workers' clocks: several machines sharing one journal. Each worker's clock runs
+/// ahead of the true time (`World::now`, the admin's clock) by its own offset, at most
+/// `max_skew_ms`, and every proposal allows `margin_ms` of skew (`target.clock_skew_ms`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Clocks {
+    pub max_skew_ms: u64,
+    pub margin_ms: u64,
+}
+
 pub struct World {
+    pub(crate) seed: u64,
     pub(crate) rng: ChaCha8Rng,
     pub(crate) now: u64,
+    /// Per worker: how far its clock runs ahead of `now`.
+    pub(crate) skew: Vec<u64>,
+    pub(crate) clocks: Clocks,
     pub(crate) tier: Tier,
     pub(crate) timeout_ms: u64,
     pub(crate) j: SimJournal,
@@ -130,6 +143,28 @@ pub(crate) fn state_of(e: &Value) -> &str {
 }
 
 impl World {
+    /// A world of workers on several machines whose clocks differ ([`Clocks`]). The offsets
+    /// come from their own generator, so a seed's world is otherwise the one [`World::new`]
+    /// makes.
+    pub fn with_clocks(seed: u64, clocks: Clocks) -> World {
+        let mut w = World::new(seed);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c10c);
+        w.skew = (0..w.workers.len())
+            .map(|_| rng.random_range(0..=clocks.max_skew_ms))
+            .collect();
+        w.clocks = clocks;
+        w.log(format!(
+            "clocks: workers ahead by {:?} ms, margin {} ms",
+            w.skew, clocks.margin_ms
+        ));
+        w
+    }
+
+    /// Worker `w`'s clock.
+    pub(crate) fn clock_of(&self, w: usize) -> u64 {
+        self.now + self.skew.get(w).copied().unwrap_or(0)
+    }
+
     pub fn new(seed: u64) -> World {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let tier = [
@@ -157,8 +192,11 @@ impl World {
             .collect();
         let n_workers = rng.random_range(2..=3);
         let mut w = World {
+            seed,
             rng,
             now: T0,
+            skew: Vec::new(),
+            clocks: Clocks::default(),
             tier,
             timeout_ms,
             j: SimJournal::new(),

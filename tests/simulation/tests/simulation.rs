@@ -4,7 +4,7 @@
 //! sweep's size (default 2,000); `GATE_STRICT=1` fails on known core bugs too.
 use std::time::Instant;
 
-use interlock_simulation::{run_seed, SeedReport, KNOWN_CORE_BUGS};
+use interlock_simulation::{run_seed, run_seed_with_clocks, Clocks, SeedReport, KNOWN_CORE_BUGS};
 
 /// Seeds that found a bug, with the invariant they broke. They run on every CI run: none
 /// may fail, and while the bug is in `KNOWN_CORE_BUGS` the seed must still reproduce it
@@ -98,4 +98,51 @@ fn simulation() {
         );
     }
     assert!(failed.is_empty(), "failing seeds: {failed:?}");
+}
+
+/// Several machines share the journal, their clocks apart by up to 2 s, and every proposal
+/// allows 2 s of skew (`clock_skew_ms`): every invariant holds, at every seed of the sweep.
+/// `GATE_SKEW_SEEDS=<n>` sets the sweep's size (default 500).
+#[test]
+fn skewed_clocks_with_a_margin_break_nothing() {
+    let n: u64 = std::env::var("GATE_SKEW_SEEDS").map_or(500, |s| s.parse().expect("a number"));
+    let clocks = Clocks {
+        max_skew_ms: 2_000,
+        margin_ms: 2_000,
+    };
+    let failed: Vec<_> = (1..=n)
+        .map(|s| run_seed_with_clocks(s, clocks))
+        .filter(|r| !r.ok())
+        .collect();
+    if let Some(r) = failed.first() {
+        eprintln!("{}", r.describe());
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {n} seeds fail with skewed clocks: {:?}",
+        failed.len(),
+        failed
+            .iter()
+            .map(|r| (r.seed, r.violation.as_ref().map(|v| v.invariant)))
+            .collect::<Vec<_>>()
+    );
+}
+
+/// The same clocks without the margin: the model has teeth, a worker whose clock runs ahead
+/// takes over a send another still waits on (or acts past a deadline) in some seed.
+#[test]
+fn skewed_clocks_without_a_margin_are_caught() {
+    let clocks = Clocks {
+        max_skew_ms: 2_000,
+        margin_ms: 0,
+    };
+    let caught: Vec<_> = (1..=500)
+        .map(|s| run_seed_with_clocks(s, clocks))
+        .filter_map(|r| r.violation.map(|v| (r.seed, v.invariant)))
+        .collect();
+    eprintln!("without a margin: {caught:?}");
+    assert!(
+        !caught.is_empty(),
+        "500 seeds of 2 s skew and no margin broke nothing"
+    );
 }

@@ -87,6 +87,14 @@ impl Ctx {
         fields!("effect_id" => self.id.clone(), "payload_hash" => self.proposal.payload_hash(), "proposal" => self.proposal.to_json())
     }
 
+    /// The latest time it may be now on the clock of whoever set a deadline this effect is
+    /// held to (the lease's granter, the first sender): this clock plus the skew the
+    /// proposal allows. Expiries and the dedupe window are judged by it, so that with clocks
+    /// apart by up to `clock_skew_ms` nothing acts after a deadline on any of them.
+    pub(super) fn latest(&self, now_ms: u64) -> u64 {
+        now_ms.saturating_add(self.proposal.target.clock_skew_ms)
+    }
+
     pub(super) fn inputs(&self, now_ms: u64) -> Inputs {
         let last_claim = dispatches(&self.stream)
             .last()
@@ -102,7 +110,9 @@ impl Ctx {
             (true, None) => Dedupe::InsideWindow,
             // The resend must land inside the window even if it takes its whole timeout.
             (true, Some(first)) => {
-                if now_ms.saturating_add(t.timeout_ms) < first.saturating_add(t.dedupe_window_ms) {
+                if self.latest(now_ms).saturating_add(t.timeout_ms)
+                    < first.saturating_add(t.dedupe_window_ms)
+                {
                     Dedupe::InsideWindow
                 } else {
                     Dedupe::WindowPassed

@@ -25,7 +25,10 @@ impl Gate {
     ) -> Result<Result<Vec<String>, Reason>, GateError> {
         Ok(match ctx.proposal.authority.clone() {
             Authority::Lease(name) => {
-                match authority::check_lease(&self.load(j, &lease_stream(&name))?, now_ms) {
+                match authority::check_lease(
+                    &self.load(j, &lease_stream(&name))?,
+                    ctx.latest(now_ms),
+                ) {
                     Ok(until) => {
                         let mut l = Map::new();
                         l.insert("name".into(), name.into());
@@ -36,10 +39,12 @@ impl Gate {
                     Err(reason) => Err(reason),
                 }
             }
-            Authority::Approval(aid) => {
-                authority::check_approval(&self.load(j, &approval_stream(&aid))?, &ctx.id, now_ms)
-                    .map(|a| a.premises_seen.keys().cloned().collect())
-            }
+            Authority::Approval(aid) => authority::check_approval(
+                &self.load(j, &approval_stream(&aid))?,
+                &ctx.id,
+                ctx.latest(now_ms),
+            )
+            .map(|a| a.premises_seen.keys().cloned().collect()),
         })
     }
 
@@ -149,9 +154,11 @@ impl Gate {
         fresh: &Map<String, Value>,
     ) -> Result<(), GateError> {
         if let Authority::Approval(aid) = &ctx.proposal.authority {
-            if let Ok(a) =
-                authority::check_approval(&self.load(j, &approval_stream(aid))?, &ctx.id, now_ms)
-            {
+            if let Ok(a) = authority::check_approval(
+                &self.load(j, &approval_stream(aid))?,
+                &ctx.id,
+                ctx.latest(now_ms),
+            ) {
                 let changed =
                     authority::compare_premises(&a.premises_seen, &BTreeMap::new(), fresh);
                 if !changed.is_empty() {
