@@ -3,3 +3,12 @@
 set -euo pipefail
 rustup target add wasm32-wasip2 >/dev/null
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
+# PostgreSQL 15 for the shared-journal tests (each starts its own throwaway cluster with
+# scripts/postgres.sh; nothing runs as a service).
+if [ ! -x /usr/lib/postgresql/15/bin/initdb ] && [ -z "${PG_BIN:-}" ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
+  else
+    echo "setup.sh: PostgreSQL is missing; run: sudo apt-get install postgresql" >&2
+  fi
+fi
