@@ -21,6 +21,8 @@ use interlock_journal_format::{self as format, FormatError};
 
 pub mod pg;
 pub mod sqlite;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use pg::PostgresJournal;
 pub use sqlite::SqliteJournal;

@@ -113,7 +113,9 @@ pub fn locate() -> PathBuf {
 /// worker processes (gate instances), the current one answering the runner's `gate`.
 struct Driver {
     gates: Runtime,
+    /// The journal's folder, for a file journal; else its URL and a reader of its bytes.
     dir: PathBuf,
+    sql: Option<interlock_sql_journal::SqlJournal>,
     journal: SharedJournal,
     clock: Clock,
     workers: Vec<GateHost>,
@@ -331,6 +333,16 @@ impl driver::Host for Driver {
         Ok(())
     }
     fn journal_bytes(&mut self) -> wasmtime::Result<Vec<u8>> {
+        if let Some(sql) = self.sql.as_mut() {
+            // The entries in append order, each followed by a newline: a file's bytes.
+            let entries = sql
+                .entries_in_order()
+                .map_err(|e| wasmtime::Error::msg(format!("{e:?}")))?;
+            return Ok(entries
+                .iter()
+                .flat_map(|e| [e.as_bytes(), b"\n"].concat())
+                .collect());
+        }
         Ok(std::fs::read(self.dir.join(interlock_file_journal::JOURNAL_FILE)).unwrap_or_default())
     }
     fn tear_journal(&mut self, bytes: u64) -> wasmtime::Result<Result<(), String>> {
@@ -365,6 +377,15 @@ impl driver::Host for Driver {
         }
         Ok(())
     }
+}
+
+/// Where a run's journal lives.
+#[derive(Clone, Debug)]
+pub enum JournalAt {
+    /// A file journal in this (empty) folder.
+    Folder(PathBuf),
+    /// A shared journal (`sqlite:///...`, `postgres://...`), new and empty.
+    Url(String),
 }
 
 /// The runner component, compiled once; each run is a fresh instance.
@@ -423,12 +444,25 @@ impl Runner {
         check_pin: bool,
         workdir: &Path,
     ) -> Result<Report> {
-        Ok(self.play(vector, pins, check_pin, workdir, false)?.report)
+        let at = JournalAt::Folder(workdir.to_path_buf());
+        Ok(self.play(vector, pins, check_pin, &at, false)?.report)
+    }
+
+    /// Plays `vector` on the journal `at` (an empty folder, or a new shared journal).
+    pub fn run_at(
+        &self,
+        vector: &Vector,
+        pins: &str,
+        check_pin: bool,
+        at: &JournalAt,
+    ) -> Result<Report> {
+        Ok(self.play(vector, pins, check_pin, at, false)?.report)
     }
 
     /// [`Runner::run`], keeping the runner's events (tests/conformance/README.md, "Events").
     pub fn trace(&self, vector: &Vector, workdir: &Path) -> Result<Run> {
-        self.play(vector, "{}", false, workdir, true)
+        let at = JournalAt::Folder(workdir.to_path_buf());
+        self.play(vector, "{}", false, &at, true)
     }
 
     fn play(
@@ -436,15 +470,28 @@ impl Runner {
         vector: &Vector,
         pins: &str,
         check_pin: bool,
-        workdir: &Path,
+        at: &JournalAt,
         keep: bool,
     ) -> Result<Run> {
-        let journal = SharedJournal::new(Box::new(FileJournal::open(workdir)?));
+        let open_sql = |url: &str| {
+            interlock_sql_journal::open_url(url).with_context(|| format!("cannot open {url}"))
+        };
+        let (journal, dir, sql): (Box<dyn crate::JournalBackend>, _, _) = match at {
+            JournalAt::Folder(dir) => (Box::new(FileJournal::open(dir)?), dir.clone(), None),
+            JournalAt::Url(url) => (
+                Box::new(open_sql(url)?),
+                PathBuf::new(),
+                Some(open_sql(url)?),
+            ),
+        };
+        let file_journal = sql.is_none();
+        let journal = SharedJournal::new(journal);
         let mut store = Store::new(
             &self.engine,
             Driver {
                 gates: self.gates.clone(),
-                dir: workdir.to_path_buf(),
+                dir,
+                sql,
                 journal,
                 clock: Clock::fake(0),
                 workers: Vec::new(),
@@ -461,7 +508,7 @@ impl Runner {
         store.data().clock.advance(t0);
         let options = Options {
             host: "cli".into(),
-            file_journal: true,
+            file_journal,
             check_pin,
         };
         let report = api
@@ -487,6 +534,7 @@ impl Runner {
             Driver {
                 gates: self.gates.clone(),
                 dir: PathBuf::new(),
+                sql: None,
                 journal: SharedJournal::new(Box::new(crate::journal::MemoryJournal::new())),
                 clock: Clock::fake(0),
                 workers: Vec::new(),

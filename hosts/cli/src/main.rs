@@ -16,13 +16,16 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use interlock_cli::bindings::interlock::gate::types::State;
 use interlock_cli::case::{self, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
 use interlock_cli::gate::CrashAction;
-use interlock_cli::{Clock, CrashPoint, GateHost, MemoryJournal, PaymentsTarget, Runtime};
+use interlock_cli::{
+    Clock, CrashPoint, GateHost, JournalBackend, MemoryJournal, PaymentsTarget, Runtime,
+};
 use interlock_file_journal::{Error as FileError, FileJournal};
 use interlock_payments_sim::{Payments, Tier};
 use serde_json::{json, Value};
 
 use output::{
-    file_kind, outcome_json, reason_text, refuse_url, report_json, state_name, words, Failure,
+    file_kind, is_journal_url, outcome_json, reason_text, refuse_url, report_json, state_name,
+    words, Failure,
 };
 
 const AFTER_HELP: &str = "\
@@ -47,8 +50,10 @@ An operator acts on a journal with:
 
 Every command acts on an existing journal folder and refuses a missing one, except
 `lease grant`, which creates it (granting the first lease is how a journal is set up), and
-`demo`. A URL (postgres://, sqlite:///, file://) is refused: shared journals are not
-supported yet. Bad input records nothing.
+`demo`. Where a folder goes, a shared journal's URL works too: sqlite:///path/journal.db
+(many processes on one machine) or postgres://user@host/db (many machines); `recover` then
+needs --payments FILE. A URL of anything else (file://) is refused. Bad input records
+nothing.
 
 --json prints one JSON document on stdout: for `recover` the list of outcomes
 ({effect_id, state, reason, executed, replayed, retry_after_ms, result, changed,
@@ -127,16 +132,18 @@ enum Cmd {
     /// Recover every open effect in a journal against the payments service (exit 1 when
     /// one is left AMBIGUOUS or open).
     Recover {
-        /// The journal folder.
+        /// The journal: a folder, or a shared journal's URL (sqlite:///path/journal.db,
+        /// postgres://user@host/db).
         dir: PathBuf,
-        /// The payments service's state file [default: DIR/payments.json].
+        /// The payments service's state file [default: DIR/payments.json; required for a URL].
         #[arg(long, value_name = "FILE")]
         payments: Option<PathBuf>,
     },
     /// Verify every stream's hash chain (exit 1 on any problem, a torn last line included;
     /// 2 when it cannot be checked: no folder, locked, an unreadable receipt).
     Verify {
-        /// The journal folder.
+        /// The journal: a folder, or a shared journal's URL (sqlite:///path/journal.db,
+        /// postgres://user@host/db).
         dir: PathBuf,
         /// Receipts (JSON files) that pin their streams, so truncation is caught too.
         #[arg(long = "receipt", value_name = "FILE")]
@@ -144,7 +151,8 @@ enum Cmd {
     },
     /// Print an effect's receipt as JSON.
     Receipt {
-        /// The journal folder.
+        /// The journal: a folder, or a shared journal's URL (sqlite:///path/journal.db,
+        /// postgres://user@host/db).
         dir: PathBuf,
         /// The effect id (32 hex digits).
         effect: String,
@@ -154,7 +162,8 @@ enum Cmd {
     },
     /// Cut a torn last line off a journal (it is saved to a side file first).
     Repair {
-        /// The journal folder.
+        /// The journal: a folder, or a shared journal's URL (sqlite:///path/journal.db,
+        /// postgres://user@host/db).
         dir: PathBuf,
     },
     /// Grant or revoke a lease: the authority a proposal names as `authority.lease`.
@@ -165,7 +174,7 @@ enum Cmd {
     /// Record an approval: authority for exactly one request. Durable on return.
     #[command(after_help = APPROVE_HELP)]
     Approve {
-        /// The journal folder (must exist).
+        /// The journal: a folder (it must exist), or a shared journal's URL.
         dir: PathBuf,
         /// The approval JSON, or `-` to read it from stdin.
         file: PathBuf,
@@ -173,7 +182,7 @@ enum Cmd {
     /// Revoke an approval: every later dispatch or recovery under it is refused. Durable.
     #[command(after_help = REVOKE_HELP)]
     RevokeApproval {
-        /// The journal folder (must exist).
+        /// The journal: a folder (it must exist), or a shared journal's URL.
         dir: PathBuf,
         /// The approval's id (its `approval` field).
         id: String,
@@ -203,7 +212,7 @@ enum LeaseCmd {
     /// Revoke a lease: every later dispatch or recovery under it is refused. Durable.
     #[command(after_help = REVOKE_HELP)]
     Revoke {
-        /// The journal folder (must exist).
+        /// The journal: a folder (it must exist), or a shared journal's URL.
         dir: PathBuf,
         /// The lease's name.
         name: String,
@@ -314,6 +323,7 @@ fn main() -> ExitCode {
     };
     let result = journal_arg(&cli.command)
         .map_or(Ok(()), refuse_url)
+        .and_then(|()| demo_in_a_folder(&cli.command))
         .and_then(|()| run(&ctx, cli.command));
     match result {
         Ok(code) => ExitCode::from(code),
@@ -342,6 +352,24 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
         | Cmd::Lease {
             action: LeaseCmd::Grant { dir, .. } | LeaseCmd::Revoke { dir, .. },
         } => Some(dir),
+    }
+}
+
+/// The demo wipes and fills its folder (and keeps the payments state there): never a
+/// shared journal.
+fn demo_in_a_folder(cmd: &Cmd) -> Result<(), Failure> {
+    match cmd {
+        Cmd::Demo { dir: Some(dir), .. } | Cmd::DemoChild { dir, .. } if is_journal_url(dir) => {
+            Err(Failure::new(
+                2,
+                "usage",
+                format!(
+                    "{} is a shared journal; the demo needs a folder of its own (--dir DIR)",
+                    dir.display()
+                ),
+            ))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -385,11 +413,16 @@ impl Ctx {
         })
     }
 
+    /// A gate over the journal `dir` names: a folder, or a shared journal's URL.
     fn gate(&self, dir: &Path) -> Result<GateHost, Failure> {
-        let journal = open_journal(dir, self.lock_wait)?;
+        let journal: Box<dyn JournalBackend> = if is_journal_url(dir) {
+            Box::new(open_sql_journal(dir)?)
+        } else {
+            Box::new(open_journal(dir, self.lock_wait)?)
+        };
         Ok(GateHost::new(
             &self.runtime()?,
-            Box::new(journal),
+            journal,
             self.clock.clone(),
         )?)
     }
@@ -435,6 +468,17 @@ fn open_journal(dir: &Path, lock_wait: Duration) -> Result<FileJournal, Failure>
     })
 }
 
+fn open_sql_journal(url: &Path) -> Result<interlock_sql_journal::SqlJournal, Failure> {
+    interlock_sql_journal::open_url(&url.to_string_lossy()).map_err(|e| {
+        let kind = match e {
+            interlock_sql_journal::Error::BadUrl { .. } => "usage",
+            interlock_sql_journal::Error::Format(_) => "format",
+            interlock_sql_journal::Error::Open(_) => "journal",
+        };
+        Failure::new(2, kind, format!("cannot open the journal: {e}"))
+    })
+}
+
 fn open_payments(path: &Path) -> Result<Payments, Failure> {
     // Formatted here, not chained: the adapter's message already includes its source.
     Payments::open(path).map_err(|e| {
@@ -470,7 +514,15 @@ fn read_input(file: &Path) -> Result<String, Failure> {
 // ---------------------------------------------------------------- recover, verify, ...
 
 fn recover(ctx: &Ctx, dir: &Path, payments: Option<PathBuf>) -> Result<u8, Failure> {
-    let payments_path = payments.unwrap_or_else(|| dir.join("payments.json"));
+    let payments_path = match payments {
+        Some(p) => p,
+        None if is_journal_url(dir) => return Err(Failure::new(
+            2,
+            "usage",
+            "a shared journal has no folder to keep the payments state in: give --payments FILE",
+        )),
+        None => dir.join("payments.json"),
+    };
     let mut gate = ctx.gate(dir)?;
     let mut target = PaymentsTarget::new(open_payments(&payments_path)?, ctx.clock.clone());
     let results = gate.recover_all(&mut target)?;
@@ -558,6 +610,17 @@ fn receipt(ctx: &Ctx, dir: &Path, effect: &str, key_file: Option<&Path>) -> Resu
 }
 
 fn repair(ctx: &Ctx, dir: &Path) -> Result<u8, Failure> {
+    if is_journal_url(dir) {
+        return Err(Failure::new(
+            2,
+            "usage",
+            format!(
+                "{} is a shared journal: its appends commit whole or not at all, so it has no \
+                 torn tail to repair",
+                dir.display()
+            ),
+        ));
+    }
     if !dir.is_dir() {
         return Err(Failure::new(
             2,
@@ -595,7 +658,7 @@ fn lease_grant(ctx: &Ctx, dir: &Path, name: &str, until: &Until) -> Result<u8, F
             .ok_or_else(|| Failure::new(2, "usage", "--for reaches past the end of time"))?,
         (None, None) => return Err(Failure::new(2, "usage", "give --until-ms or --for")),
     };
-    let create = !dir.exists();
+    let create = !is_journal_url(dir) && !dir.exists();
     if create {
         // The gate judges the grant first, on a journal in memory, so a refused grant
         // leaves no folder behind.

@@ -189,14 +189,27 @@ pub fn words(debug: String, sep: char) -> String {
     out
 }
 
-/// A journal argument that names a shared journal by URL (`postgres://`, `sqlite:///`,
-/// `file://`): only local folders are supported yet, and as a path such an argument would
-/// silently become a folder named `postgres:`.
+/// The URL schemes of the shared journals (`adapters/sql-journal`).
+pub const JOURNAL_SCHEMES: [&str; 3] = ["sqlite", "postgres", "postgresql"];
+
+/// Whether a journal argument names a shared journal by URL (a scheme of
+/// [`JOURNAL_SCHEMES`]) rather than a folder.
+pub fn is_journal_url(dir: &std::path::Path) -> bool {
+    let s = dir.to_string_lossy();
+    s.split_once("://")
+        .is_some_and(|(scheme, _)| JOURNAL_SCHEMES.contains(&scheme))
+}
+
+/// A journal argument that names something by a URL no journal has (`file://`, `s3://`):
+/// as a path it would silently become a folder named `file:`.
 pub fn refuse_url(dir: &std::path::Path) -> Result<(), Failure> {
     let s = dir.to_string_lossy();
     let Some((scheme, _)) = s.split_once("://") else {
         return Ok(());
     };
+    if JOURNAL_SCHEMES.contains(&scheme) {
+        return Ok(());
+    }
     let is_scheme = scheme
         .chars()
         .next()
@@ -211,8 +224,8 @@ pub fn refuse_url(dir: &std::path::Path) -> Result<(), Failure> {
         2,
         "unsupported_journal",
         format!(
-            "{s} is a URL: shared journals ({scheme}://) are not supported yet; \
-             give the path of a journal folder"
+            "{s} is a URL, and {scheme}:// names no journal: give a journal folder, \
+             sqlite:///path/to/journal.db or postgres://user@host/db"
         ),
     ))
 }
@@ -223,18 +236,23 @@ mod tests {
     use std::path::Path;
 
     #[test]
-    fn urls_are_refused_and_paths_are_not() {
-        for url in [
-            "postgres://u@h/db",
-            "sqlite:///tmp/j.db",
-            "file:///tmp/j",
-            "S3+x.y-z://b",
-        ] {
+    fn urls_of_no_journal_are_refused_and_paths_and_journal_urls_are_not() {
+        for url in ["file:///tmp/j", "S3+x.y-z://b", "mysql://u@h/db"] {
             let f = refuse_url(Path::new(url)).unwrap_err();
             assert_eq!((f.code, f.kind), (2, "unsupported_journal"), "{url}");
+            assert!(f.message.contains("sqlite:///"), "{}", f.message);
         }
         for path in ["j", "/tmp/j", "./a:b", "dir/x://y", "://x", "1a://x"] {
             assert!(refuse_url(Path::new(path)).is_ok(), "{path}");
+            assert!(!is_journal_url(Path::new(path)), "{path}");
+        }
+        for url in [
+            "postgres://u@h/db",
+            "postgresql://h/db",
+            "sqlite:///tmp/j.db",
+        ] {
+            assert!(refuse_url(Path::new(url)).is_ok(), "{url}");
+            assert!(is_journal_url(Path::new(url)), "{url}");
         }
     }
 }

@@ -8,7 +8,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use interlock_cli::conformance::{self, Runner, PINS};
+use interlock_cli::conformance::{self, JournalAt, Runner, PINS};
+use interlock_sql_journal::testing::Cluster;
 
 #[test]
 fn every_vector_passes_or_is_skipped_with_a_reason() {
@@ -74,4 +75,54 @@ fn every_vector_passes_or_is_skipped_with_a_reason() {
         problems.join("\n")
     );
     assert_eq!(passed + skipped, vectors.len());
+}
+
+/// Every vector on a shared journal (a new one per vector, made by `journal`): the same
+/// outcomes and, in append order, the same bytes as the file journal's pins. The vectors
+/// that tear and repair a file are skipped by the runner, with its reason.
+fn every_vector_on(what: &str, journal: impl Fn(&str) -> String) {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/conformance");
+    let vectors = conformance::load_dir(&dir).expect("the vectors load");
+    let runner = Runner::load(&conformance::locate(), common::runtime()).expect("the runner loads");
+    let pins = conformance::load_pins(&dir).unwrap();
+    let (mut passed, mut skipped, mut problems) = (0, 0, Vec::new());
+    for (_, v) in &vectors {
+        let at = JournalAt::Url(journal(&v.id));
+        match runner.run_at(v, &pins, true, &at) {
+            Ok(r) if r.skipped.is_some() => skipped += 1,
+            Ok(r) if r.failures.is_empty() => passed += 1,
+            Ok(r) => problems.extend(r.failures.iter().map(|f| format!("{}: {f}", v.id))),
+            Err(e) => problems.push(format!("{}: the runner failed: {e:#}", v.id)),
+        }
+    }
+    println!("conformance (cli, {what}): {passed} passed, {skipped} skipped");
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    assert_eq!(
+        skipped, 3,
+        "only the three torn-journal vectors need a file"
+    );
+    assert_eq!(passed + skipped, vectors.len());
+}
+
+#[test]
+fn every_vector_on_a_sqlite_journal() {
+    let tmp = tempfile::tempdir().unwrap();
+    every_vector_on("sqlite", |id| {
+        format!("sqlite://{}/{id}.db", tmp.path().display())
+    });
+}
+
+#[test]
+fn every_vector_on_a_postgresql_journal() {
+    let cluster = match Cluster::start() {
+        Ok(c) => c,
+        // Only when PostgreSQL is not installed (scripts/setup.sh installs it).
+        Err(why) => return eprintln!("skipped: {why}"),
+    };
+    every_vector_on("postgres", |_| cluster.database());
 }
