@@ -41,7 +41,7 @@ impl Config {
     }
 }
 
-fn gate_err(e: interlock_cli::Error) -> anyhow::Error {
+pub(crate) fn gate_err(e: interlock_cli::Error) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 

@@ -11,6 +11,7 @@
 mod benches;
 mod common;
 mod report;
+mod shared;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -32,6 +33,8 @@ const GROUPS: &[&str] = &[
 
 struct Args {
     quick: bool,
+    /// `--shared`: the shared journals' throughput, into DIR/shared-journal.md instead.
+    shared: bool,
     /// `--profile wasm|native`: a submit loop on one side only, for `perf record`.
     profile: Option<String>,
     only: Vec<String>,
@@ -41,6 +44,7 @@ struct Args {
 fn parse_args() -> Result<Args> {
     let mut args = Args {
         quick: false,
+        shared: false,
         profile: None,
         only: Vec::new(),
         out: None,
@@ -49,6 +53,7 @@ fn parse_args() -> Result<Args> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "--quick" => args.quick = true,
+            "--shared" => args.shared = true,
             "--only" => {
                 let g = it.next().context("--only needs a group")?;
                 if !GROUPS.contains(&g.as_str()) {
@@ -61,6 +66,7 @@ fn parse_args() -> Result<Args> {
             "-h" | "--help" => {
                 println!(
                     "interlock-bench [--quick] [--only GROUP]... [--out DIR]\n\
+                     interlock-bench --shared [--quick] [--out DIR]   (DIR/shared-journal.md)\n\
                      groups: {}\n\
                      full mode writes DIR/bench.md and bench.json (DIR: results/ of the checkout);\n\
                      --quick writes nothing unless --out is given",
@@ -93,6 +99,36 @@ fn run() -> Result<()> {
     }
     std::fs::create_dir_all(&cfg.scratch)?;
     let machine = report::Machine::probe(&cfg.scratch);
+    if args.shared {
+        let (rows, notes) = shared::shared(&cfg)?;
+        let text = shared::markdown(
+            &rows,
+            &notes,
+            &format!(
+                "{} CPUs ({}), disk {}, {} build",
+                machine.nproc, machine.cpu, machine.disk, machine.profile
+            ),
+            cfg.quick,
+        );
+        eprint!("{text}");
+        let out = match (&args.out, args.quick) {
+            (Some(dir), _) => Some(dir.clone()),
+            (None, false) => Some(root.join("results")),
+            (None, true) => None,
+        };
+        if let Some(dir) = out {
+            std::fs::create_dir_all(&dir)?;
+            // The kill runs (hosts/cli/tests/shared_kill.rs) are recorded below the table by
+            // hand, with their command: keep them.
+            let path = dir.join("shared-journal.md");
+            let kept = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|old| old.find(shared::KILL_RUNS).map(|i| old[i..].to_string()));
+            std::fs::write(&path, text + "\n" + kept.as_deref().unwrap_or(""))?;
+            eprintln!("wrote {}", dir.join("shared-journal.md").display());
+        }
+        return Ok(());
+    }
     eprintln!(
         "interlock-bench: {} mode, {} CPUs, disk {}, {} build",
         if cfg.quick { "quick" } else { "full" },

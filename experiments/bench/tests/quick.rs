@@ -46,3 +46,23 @@ fn every_benchmark_runs_in_quick_mode() {
         "one fdatasync per effect on the send path"
     );
 }
+
+/// `interlock-bench --shared --quick`: the shared journals' table still comes out, a row per
+/// backend and worker count (PostgreSQL's only where it is installed, as in CI).
+#[test]
+fn the_shared_journal_table_runs_in_quick_mode() {
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_interlock-bench"))
+        .args(["--shared", "--quick", "--out"])
+        .arg(out.path())
+        .status()
+        .expect("run interlock-bench --shared");
+    assert!(status.success(), "interlock-bench --shared --quick failed");
+    let text = std::fs::read_to_string(out.path().join("shared-journal.md")).unwrap();
+    for backend in ["file", "sqlite", "postgres"] {
+        for workers in [1, 8, 32] {
+            let row = format!("| {backend} | {workers} |");
+            assert!(text.contains(&row), "{row} missing:\n{text}");
+        }
+    }
+}

@@ -128,6 +128,11 @@ enum Cmd {
         /// Wiped at start, so it must be empty or an earlier demo's folder.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
+        /// Keep the journal in this new shared journal instead (sqlite:///path.db,
+        /// postgres://...): the worker that crashes and the one that recovers are two
+        /// processes on one database, as on two machines. The payments state stays in DIR.
+        #[arg(long, value_name = "URL")]
+        journal: Option<PathBuf>,
     },
     /// Recover every open effect in a journal against the payments service (exit 1 when
     /// one is left AMBIGUOUS or open).
@@ -194,6 +199,8 @@ enum Cmd {
         dir: PathBuf,
         #[arg(long)]
         phase: Phase,
+        #[arg(long)]
+        journal: Option<PathBuf>,
     },
 }
 
@@ -375,7 +382,7 @@ fn demo_in_a_folder(cmd: &Cmd) -> Result<(), Failure> {
 
 fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
     match cmd {
-        Cmd::Demo { mode, dir } => demo(ctx, mode, dir),
+        Cmd::Demo { mode, dir, journal } => demo(ctx, mode, dir, journal),
         Cmd::Recover { dir, payments } => recover(ctx, &dir, payments),
         Cmd::Verify { dir, receipts } => verify(ctx, &dir, &receipts),
         Cmd::Receipt {
@@ -392,7 +399,11 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
         } => lease_revoke(ctx, &dir, &name),
         Cmd::Approve { dir, file } => approve(ctx, &dir, &file),
         Cmd::RevokeApproval { dir, id } => revoke_approval(ctx, &dir, &id),
-        Cmd::DemoChild { dir, phase } => demo_child(ctx, &dir, phase),
+        Cmd::DemoChild {
+            dir,
+            phase,
+            journal,
+        } => demo_child(ctx, &dir, phase, journal.as_deref()),
     }
 }
 
@@ -735,9 +746,26 @@ fn revoke_approval(ctx: &Ctx, dir: &Path, id: &str) -> Result<u8, Failure> {
 /// Marks a folder as the demo's own, so `demo --dir` never wipes anything else.
 const DEMO_MARKER: &str = ".interlock-demo";
 
-fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
+fn demo(
+    ctx: &Ctx,
+    mode: Mode,
+    dir: Option<PathBuf>,
+    journal: Option<PathBuf>,
+) -> Result<u8, Failure> {
     let dir = dir.unwrap_or_else(|| Path::new(".interlock-demo").join(mode.name()));
+    if let Some(url) = &journal {
+        if !is_journal_url(url) || matches!(mode, Mode::Naive) {
+            return Err(Failure::new(
+                2,
+                "usage",
+                "--journal takes a shared journal's URL (sqlite:///..., postgres://...), and \
+                 the naive mode has no journal",
+            ));
+        }
+    }
     fresh_demo_dir(&dir)?;
+    // Where the gate's journal is: the folder, or the shared journal.
+    let at = journal.clone().unwrap_or_else(|| dir.clone());
     let tier = mode.tier();
     let payments_path = dir.join("payments.json");
     let mut payments = Payments::create(&payments_path, tier)?;
@@ -770,7 +798,7 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
         let premises = payments.premises(ORDER, None)?;
         let proposal = case::proposal(tier, REFUND_CENTS, premises);
         std::fs::write(dir.join("proposal.json"), &proposal)?;
-        let mut gate = ctx.gate(&dir)?;
+        let mut gate = ctx.gate(&at)?;
         let effect = gate.effect_id_of(&proposal)?;
         gate.grant_lease(LEASE, ctx.clock.now_ms() + HOUR_MS)?;
         Some(effect)
@@ -783,10 +811,11 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
     } else {
         "naive-send"
     };
-    let child = run_self(
-        ctx,
-        &["demo-child", "--dir", path_str(&dir)?, "--phase", phase],
-    )?;
+    let mut child_args = vec!["demo-child", "--dir", path_str(&dir)?, "--phase", phase];
+    if journal.is_some() {
+        child_args.extend(["--journal", path_str(&at)?]);
+    }
+    let child = run_self(ctx, &child_args)?;
     if child.status.success() || child.status.code() == Some(2) {
         return Err(Failure::new(
             1,
@@ -838,8 +867,18 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
         return Ok(0);
     };
 
-    let before = last_state(&receipt_json(ctx, &dir, &effect)?);
-    let rec = run_self(ctx, &["--json", "recover", path_str(&dir)?])?;
+    let before = last_state(&receipt_json(ctx, &at, &effect)?);
+    // Another process (another machine, on a shared journal) recovers.
+    let rec = run_self(
+        ctx,
+        &[
+            "--json",
+            "recover",
+            path_str(&at)?,
+            "--payments",
+            path_str(&payments_path)?,
+        ],
+    )?;
     // `recover` exits 1 for an AMBIGUOUS effect: that is a result here, not a failure.
     if !matches!(rec.status.code(), Some(0 | 1)) {
         return Err(Failure::new(
@@ -857,7 +896,7 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
         .find(|o| o["effect_id"] == effect.as_str())
         .and_then(|o| o["reason"].as_str())
         .map(str::to_string);
-    let receipt = receipt_json(ctx, &dir, &effect)?;
+    let receipt = receipt_json(ctx, &at, &effect)?;
     let (state, via) = last_state(&receipt);
     let said = match before.0.as_str() {
         "DISPATCHED" => "DISPATCHED with no COMMITTED".to_string(),
@@ -887,7 +926,7 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
         receipt["final"].as_str().unwrap_or("?"),
         receipt["executed"].as_str().unwrap_or("?"),
         receipt["attempts"],
-        dir.display()
+        at.display()
     ));
     ctx.print(
         json!({
@@ -901,13 +940,13 @@ fn demo(ctx: &Ctx, mode: Mode, dir: Option<PathBuf>) -> Result<u8, Failure> {
 }
 
 /// The child processes: they really die (abort), as a crashed agent does.
-fn demo_child(ctx: &Ctx, dir: &Path, phase: Phase) -> Result<u8, Failure> {
+fn demo_child(ctx: &Ctx, dir: &Path, phase: Phase, journal: Option<&Path>) -> Result<u8, Failure> {
     let payments_path = dir.join("payments.json");
     let mut payments = open_payments(&payments_path)?;
     match phase {
         Phase::Send => {
             let proposal = std::fs::read_to_string(dir.join("proposal.json"))?;
-            let mut gate = ctx.gate(dir)?;
+            let mut gate = ctx.gate(journal.unwrap_or(dir))?;
             gate.crash_at(CrashPoint::AfterCommit, CrashAction::Abort);
             let mut target = PaymentsTarget::new(payments, ctx.clock.clone());
             let outcome = gate.submit(&proposal, &mut target)?;
