@@ -1,6 +1,8 @@
 """Copies the components (dist/interlock_gate.wasm, dist/payments_sim.wasm,
-dist/journal_format.wasm, built by scripts/build-wasm.sh) into the package at build time,
-so a wheel carries them and installs where no Rust toolchain exists. Everything else is in pyproject.toml."""
+dist/journal_format.wasm, built by scripts/build-wasm.sh) and the SQL journals' one schema
+(adapters/sql-journal/src/schema.sql) into the package at build time, so a wheel carries
+them and installs where no Rust toolchain or checkout exists. Everything else is in
+pyproject.toml."""
 
 import os
 import shutil
@@ -10,11 +12,13 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
 COMPONENTS = ("interlock_gate.wasm", "payments_sim.wasm", "journal_format.wasm")
+SCHEMA = ROOT / "adapters" / "sql-journal" / "src" / "schema.sql"
 
 
 def copy_components() -> None:
-    dist = Path(os.environ.get("INTERLOCK_DIST", HERE.parent.parent / "dist"))
+    dist = Path(os.environ.get("INTERLOCK_DIST", ROOT / "dist"))
     target = HERE / "src" / "interlock" / "wasm"
     target.mkdir(parents=True, exist_ok=True)
     for name in COMPONENTS:
@@ -28,9 +32,21 @@ def copy_components() -> None:
             )
 
 
+def copy_schema() -> None:
+    # The one schema, never a second copy in the source tree: the checkout's file, copied
+    # as it is (an sdist already carries the copy).
+    target = HERE / "src" / "interlock" / "sql" / SCHEMA.name
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if SCHEMA.is_file():
+        shutil.copyfile(SCHEMA, target)
+    elif not target.is_file():
+        raise SystemExit(f"{SCHEMA} is missing: build from a checkout of the repository")
+
+
 class BuildPy(build_py):
     def run(self):
         copy_components()
+        copy_schema()
         super().run()
 
 

@@ -3,7 +3,9 @@
 # (bash scripts/build-wasm.sh): a venv; ruff and mypy over the package and the tests; the
 # wheel built from this folder (it carries dist/*.wasm), installed; then pytest against the
 # installed package; then the wheel in a second, fresh venv with no cargo on PATH, running
-# a submit.
+# a submit on a file journal and on a SQLite one (psycopg absent there: a postgres:// URL is
+# refused naming the extra). The PostgreSQL tests start their own throwaway cluster with
+# scripts/postgres.sh (Debian's postgresql package); without it they are skipped, saying why.
 # Environment: INTERLOCK_PY_VENV (default hosts/python/.venv), PYTHON (default python3),
 # INTERLOCK_CLI (the CLI binary for the cross-host tests; default the cargo build output).
 set -euo pipefail
@@ -21,7 +23,8 @@ done
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'ruff>=0.17,<0.18' 'mypy>=2,<3'
+"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'ruff>=0.17,<0.18' 'mypy>=2,<3' \
+  'psycopg[binary]>=3.1,<4'
 
 echo "== ruff and mypy (config in pyproject.toml)"
 (cd "$HERE" && "$VENV/bin/ruff" check src/interlock tests bench.py && "$VENV/bin/mypy")
@@ -36,7 +39,7 @@ WHEEL=$(ls "$WHEELS"/interlock-*.whl)
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 for c in ("interlock/wasm/interlock_gate.wasm", "interlock/wasm/payments_sim.wasm",
-          "interlock/wasm/journal_format.wasm"):
+          "interlock/wasm/journal_format.wasm", "interlock/sql/schema.sql"):
     assert c in names, f"the wheel lacks {c}"
 PY
 "${PIP[@]}" install --force-reinstall --no-deps "$WHEEL"
@@ -70,5 +73,24 @@ def refund(order, amount, idempotency_key):
 out = refund("order_881", 2000)
 assert out.status == COMMITTED and payments.refund_count() == 1, out
 print("wheel ok:", out, "from", interlock.__file__)
+
+# A SQLite journal from the wheel's own copy of the schema; PostgreSQL needs the extra.
+import os
+from interlock import MissingExtra
+from interlock.sql_journal import schema_path
+assert "site-packages" in str(schema_path()), schema_path()
+shared = Interlock("sqlite://" + os.path.abspath("journal.db"), standing_lease=True)
+@shared.effect(lookup=lambda order, amount, idempotency_key: payments.find_by_reference(idempotency_key))
+def refund_shared(order, amount, idempotency_key):
+    return payments.refund(order, amount, reference=idempotency_key)
+payments.add_order("order_882", 10_000)
+out = refund_shared("order_882", 1000)
+assert out.status == COMMITTED and shared.verify().ok, out
+try:
+    Interlock("postgres://nobody@localhost/none")
+    raise SystemExit("a postgres:// journal opened without psycopg")
+except MissingExtra as e:
+    assert "interlock[postgres]" in str(e), e
+print("wheel ok: sqlite journal, and postgres:// asks for interlock[postgres]")
 PY
 )

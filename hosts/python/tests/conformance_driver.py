@@ -1,8 +1,10 @@
 """This host's driver of the conformance runner (tests/conformance/runner, the one
 interpreter of the vectors, a component every host runs). What is here is this host's own:
-gate instances on wasmtime-py over the Python file journal, a fake clock, and the file
-operations ``tear_journal``, ``reopen`` and ``repair`` act on. The step language, the world,
-the crash points, the expectations and the pins are the runner's.
+gate instances on wasmtime-py over the Python file journal (or a SQLite or PostgreSQL one,
+given its URL), a fake clock, and the file operations ``tear_journal``, ``reopen`` and
+``repair`` act on. The step language, the world, the crash points, the expectations and the
+pins are the runner's. A SQL journal's bytes, for the pins, are its entries in append order
+(``ordinal``), each followed by a newline; the runner skips the vectors that act on a file.
 
 The runner imports the gate's own interface; each call is forwarded to the current worker's
 instance as it is (wasmtime-py gives a result's ``ok`` as the value and its ``err`` as the
@@ -15,7 +17,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from wasmtime import Store
 from wasmtime.component import Linker, Record, Variant
@@ -23,6 +25,7 @@ from wasmtime.component import Linker, Record, Variant
 from interlock.clock import FakeClock
 from interlock.gate import GateHost, JournalRef, engine, load_component
 from interlock.journal import JOURNAL_FILE, FileJournal, JournalFileError
+from interlock.sql_journal import PostgresJournal, SqliteJournal, open_url
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -52,12 +55,17 @@ class Report:
 
 
 class Driver:
-    """One run's world as this host keeps it: the journal directory, the fake clock, and
-    the worker processes (gate instances), the current one answering the runner's gate."""
+    """One run's world as this host keeps it: the journal (a directory, or a SQL journal's
+    URL), the fake clock, and the worker processes (gate instances), the current one
+    answering the runner's gate."""
 
-    def __init__(self, workdir: Path, note: Optional[Callable[[Dict[str, Any]], None]] = None):
+    def __init__(self, workdir: Path, note: Optional[Callable[[Dict[str, Any]], None]] = None,
+                 journal_url: Optional[str] = None):
         self.dir = workdir
-        self.journal = JournalRef(FileJournal.open(workdir))
+        self.sql: Optional[Union[SqliteJournal, PostgresJournal]] = None
+        if journal_url is not None:
+            self.sql = open_url(journal_url)
+        self.journal = JournalRef(self.sql if self.sql is not None else FileJournal.open(workdir))
         self.clock = FakeClock(0)
         self.workers: List[GateHost] = []
         self.current: Optional[int] = None
@@ -97,6 +105,8 @@ class Driver:
         self.clock.advance(ms)
 
     def journal_bytes(self, _s: Store) -> bytes:
+        if self.sql is not None:
+            return self.sql.journal_bytes()
         path = self.dir / JOURNAL_FILE
         return path.read_bytes() if path.exists() else b""
 
@@ -158,14 +168,16 @@ def _export(instance: Any, store: Store, name: str) -> Any:
 
 
 def run(vector: Dict[str, Any], workdir: Path, pins: Optional[str] = None,
-        note: Optional[Callable[[Dict[str, Any]], None]] = None) -> Report:
-    """Plays ``vector`` in ``workdir`` (an empty folder: the journal goes there). With
-    ``pins`` (journal-pins.json as text) the runner compares the journal with its pin."""
-    driver = Driver(workdir, note)
+        note: Optional[Callable[[Dict[str, Any]], None]] = None,
+        journal_url: Optional[str] = None) -> Report:
+    """Plays ``vector`` in ``workdir`` (an empty folder: the journal goes there, unless
+    ``journal_url`` names a new SQLite or PostgreSQL journal). With ``pins``
+    (journal-pins.json as text) the runner compares the journal with its pin."""
+    driver = Driver(workdir, note, journal_url)
     store = Store(engine())
     instance = _linker(driver).instantiate(store, load_component(RUNNER_WASM))
     driver.clock.advance(_export(instance, store, "start-ms")(store))
-    options = _Options(HOST, file_journal=True, check_pin=pins is not None)
+    options = _Options(HOST, file_journal=driver.sql is None, check_pin=pins is not None)
     result = _export(instance, store, "run")(store, json.dumps(vector), pins or "{}", options)
     if isinstance(result, str):  # the runner's err: it could not play the vector
         raise RuntimeError(result)

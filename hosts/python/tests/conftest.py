@@ -9,7 +9,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
 VECTORS = REPO / "tests" / "conformance"
 
-sys.path.insert(0, str(HERE))  # conformance_driver
+sys.path.insert(0, str(HERE))  # conformance_driver, sql_backends
+
+from sql_backends import Cluster, PostgresBackend, SqliteBackend  # noqa: E402 - needs the path above
 
 
 def find_cli():
@@ -43,3 +45,24 @@ def pytest_sessionstart(session):
         import interlock
 
         assert "site-packages" in interlock.__file__, f"testing {interlock.__file__}, not the wheel"
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throwaway PostgreSQL cluster for the session (scripts/postgres.sh), stopped at
+    the end; the PostgreSQL tests are skipped, saying why, only when PostgreSQL is not
+    installed."""
+    why = Cluster.installed()
+    if why is not None:
+        pytest.skip(f"PostgreSQL tests skipped: {why}")
+    cluster = Cluster()
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request, tmp_path):
+    """Each shared backend in turn: ``backend.fresh()`` is the URL of a new journal."""
+    if request.param == "sqlite":
+        return SqliteBackend(tmp_path)
+    return PostgresBackend(request.getfixturevalue("pg_cluster"))

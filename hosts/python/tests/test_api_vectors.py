@@ -16,6 +16,8 @@ FILES = sorted(VECTORS.glob("*.json"))
 
 #: Vectors this runner does not play, each with why. Every other vector is played.
 SKIP: Dict[str, str] = {}
+#: URLs this host opens (shared journals): a vector expecting one refused is not played.
+SHARED = ("sqlite://", "postgres://", "postgresql://")
 
 KNOWN = {"id", "about", "open", "world", "define", "call", "expect", "restart"}
 EXPECT = {"error", "field", "state", "reason", "open", "sent", "journal_unchanged",
@@ -134,6 +136,10 @@ def test_vector(path: Path, tmp_path: Path) -> None:
     assert v["id"] == path.stem and set(v) <= KNOWN, set(v) - KNOWN
     if v["id"] in SKIP:
         pytest.skip(SKIP[v["id"]])
+    journal = v.get("open", {}).get("journal", "")
+    if journal.startswith(SHARED) and v["expect"].get("error") == "UnsupportedJournal":
+        pytest.skip(f"expects {journal.split('://')[0]}:// refused, but this host opens it (a shared journal, "
+                    "issue 13); tests/test_inputs.py refuses the URLs it cannot open, nothing created")
     w = World(v, tmp_path / ".interlock")
     if "define" not in v:  # the case is the opening itself
         w.check(v["expect"], w.open, w.journal())

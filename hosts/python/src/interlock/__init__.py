@@ -4,7 +4,8 @@ It journals why an effect is allowed before it is sent, re-checks that right bef
 send and after any crash, and recovers by what the target can do (dedupe, lookup, or
 AMBIGUOUS for a person). Every rule lives in one WebAssembly component
 (``interlock_gate.wasm``, shipped in this package), the same one every Interlock host
-runs; this package is glue: the journal file, the clock, and the decorator API.
+runs; this package is glue: the journal (a folder, SQLite or PostgreSQL), the clock, and
+the decorator API.
 """
 
 from .clock import FakeClock, SystemClock
@@ -18,6 +19,7 @@ from .errors import (
     InvalidField,
     InvalidJson,
     JournalFailed,
+    MissingExtra,
     Rejected,
     SimulatedCrash,
     TooLarge,
@@ -28,7 +30,8 @@ from .errors import (
     UnsupportedJournal,
 )
 from .gate import ClaimWait, Executed, Outcome, PremiseChange, Problem, Reason, State, VerifyReport
-from .journal import Corrupt, FileJournal, JournalFileError, Locked, TornTail
+from .journal import Conflict, Corrupt, FileJournal, JournalFileError, Locked, TornTail, UnknownFormat
+from .sql_journal import PostgresJournal, SqliteJournal, SqlJournalError
 
 # States, spelled as in the journal (``COMMITTED == "COMMITTED"``).
 PROPOSED = State.PROPOSED
@@ -52,5 +55,6 @@ __all__ = [
     "UnknownOperation", "UnexpectedReply", "JournalFailed", "CorruptJournal", "Contention",
     "GateTrap", "SimulatedCrash", "UnknownTarget", "UnsupportedJournal", "Rejected",
     "FileJournal", "JournalFileError", "Locked", "TornTail", "Corrupt", "FakeClock",
-    "SystemClock", "ClaimWait",
+    "SystemClock", "ClaimWait", "Conflict", "UnknownFormat", "SqliteJournal", "PostgresJournal",
+    "SqlJournalError", "MissingExtra",
 ]

@@ -27,7 +27,6 @@ import inspect
 import json
 import math
 import os
-import re
 import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple, Union, cast, overload
@@ -35,7 +34,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Seq
 from wasmtime.component import Variant
 
 from .clock import SystemClock
-from .errors import InterlockError, InvalidField, Rejected, SimulatedCrash, UnknownTarget, UnsupportedJournal
+from .errors import InterlockError, InvalidField, Rejected, SimulatedCrash, UnknownTarget
 from .gate import (
     AFTER_COMMIT,
     AFTER_INTENT,
@@ -60,6 +59,7 @@ from .gate import (
 )
 from .gate import allowed as allowed_reply
 from .journal import FileJournal
+from .sql_journal import is_url, open_url
 
 IDEMPOTENCY_KEY = "idempotency_key"
 
@@ -131,10 +131,6 @@ def _not_json(value: Any, at: str) -> Optional[Tuple[str, str]]:
                 return found
         return None
     return (at, f"a {type(value).__name__} is not a JSON value")
-
-
-# `postgres://...`, `sqlite:///...`, `file://...`: a URL, never a directory name.
-_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
 
 
 def _then(value: Any, f: Callable[[Any], Any], on_error: Callable[[BaseException], Any]) -> Any:
@@ -405,7 +401,11 @@ class Gated(Protocol):
 
 
 class Interlock:
-    """A gate on one journal directory (``journal.jsonl``, locked for this object's life).
+    """A gate on one journal: a directory (``journal.jsonl``, locked for this object's
+    life), or a shared journal named by a URL, ``sqlite:///abs/path.db`` (the processes of
+    one machine) or ``postgres://user@host:port/db`` (many machines; needs
+    ``pip install 'interlock[postgres]'``). Any other URL is
+    :class:`interlock.UnsupportedJournal`, nothing created.
 
     ``agent`` names who proposes. Authority: an effect's ``lease=`` (a name, or a function
     of the call's arguments), an approval (set ``proposal["authority"] = {"approval": id}``
@@ -417,8 +417,9 @@ class Interlock:
     recorded. ``claim_wait``: how :meth:`recover` waits out another worker's live claim
     (``True``: as the gate's defaults say; ``False``: not at all; or a
     :class:`interlock.ClaimWait`). ``lock_wait_ms``: how long to wait for the lock of a
-    journal another writer holds (default 5 s, the journal format's; 0: fail at once with
-    :class:`interlock.Locked`). ``clock`` is for tests
+    journal directory another writer holds (default 5 s, the journal format's; 0: fail at
+    once with :class:`interlock.Locked`; a shared journal has no such lock: its writers
+    take turns per append). ``clock`` is for tests
     (:class:`interlock.clock.FakeClock`). docs/host-api.md has every rule.
 
     One Interlock may be shared by threads: calls into the gate take turns (one lock),
@@ -428,12 +429,10 @@ class Interlock:
                  clock: Optional[Clock] = None, claim_wait: Union[bool, ClaimWait] = True,
                  standing_lease: bool = False, wasm: Optional[Path] = None,
                  lock_wait_ms: Optional[int] = None):
-        if isinstance(path, (str, bytes)):
-            url = _URL.match(os.fsdecode(path))
-            if url:
-                raise UnsupportedJournal(url.group(1))
+        url = is_url(path) is not None
         self.claim_wait = claim_wait_of(claim_wait)
-        self.path = Path(path)
+        #: The journal directory (None for a shared journal, named by a URL).
+        self.path: Optional[Path] = None if url else Path(path)
         self.agent = agent
         #: Whether effects that name no lease run under the agent's standing lease.
         self.standing = standing_lease is True
@@ -446,7 +445,14 @@ class Interlock:
         # Serializes every gate call, and what must change together with one (the gate
         # instance, the standing lease's check and grant). Reentrant: one leads to another.
         self._lock = threading.RLock()
-        self._journal = JournalRef(FileJournal.open(self.path, lock_wait_ms))
+        if self.path is None:
+            shared = open_url(os.fsdecode(path))
+            #: Where the journal is, for messages (never a password).
+            self.journal_name = shared.name
+            self._journal = JournalRef(shared)
+        else:
+            self.journal_name = str(self.path)
+            self._journal = JournalRef(FileJournal.open(self.path, lock_wait_ms))
         self._host: Optional[GateHost] = None
         self._effects: Dict[str, Effect] = {}
         self._dead: Optional[str] = None
@@ -454,7 +460,8 @@ class Interlock:
     # -- life
 
     def close(self) -> None:
-        """Releases the journal's lock. The object cannot be used afterwards."""
+        """Releases the journal (a directory's lock, a database connection). The object
+        cannot be used afterwards."""
         with self._lock:
             self._journal.close()
             self._host = None
@@ -476,7 +483,7 @@ class Interlock:
         """The gate instance (a fresh one after a trap: what is durable stays)."""
         with self._lock:
             if self._dead:
-                raise InterlockError(f"{self._dead}; create a new Interlock on {self.path}")
+                raise InterlockError(f"{self._dead}; create a new Interlock on {self.journal_name}")
             if self._host is None or self._host.broken:
                 self._host = GateHost(self._journal, self.clock, self._wasm, lock=self._lock)
             return self._host

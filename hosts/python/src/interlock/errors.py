@@ -164,16 +164,29 @@ class UnknownTarget(InterlockError):
 
 
 class UnsupportedJournal(InterlockError, ValueError):
-    """The journal argument names something this host cannot open (a URL such as
-    ``postgres://...``: shared journals are not supported yet). Nothing was created."""
+    """The journal argument is a URL this host cannot open: a scheme other than
+    ``sqlite://`` and ``postgres://`` (``postgresql://``), or one of those written wrong
+    (``why`` says how it should be). Nothing was created."""
 
-    def __init__(self, scheme: str):
+    def __init__(self, scheme: str, why: Optional[str] = None):
         # The URL itself is not repeated: it may carry a password.
-        super().__init__(
-            f"the journal is a {scheme}:// URL, and shared journals are not supported yet: "
-            "pass the path of a directory for a file journal; nothing was created"
-        )
+        if why is None:
+            why = (f"this host opens sqlite:///abs/path.db and postgres://user@host:port/db, not "
+                   f"{scheme}:// URLs; for a file journal, pass the path of a directory")
+        super().__init__(f"the journal is a {scheme}:// URL that cannot be opened: {why}; nothing was created")
         self.scheme = scheme
+
+
+class MissingExtra(InterlockError, ImportError):
+    """A journal backend needs a library this installation lacks (``postgres://`` needs
+    psycopg 3: ``pip install 'interlock[postgres]'``). Nothing was created."""
+
+    def __init__(self, what: str, extra: str, cause: str):
+        super().__init__(
+            f"{what} needs the optional dependencies of interlock[{extra}], which are not "
+            f"installed ({cause}): pip install 'interlock[{extra}]'; nothing was created"
+        )
+        self.extra = extra
 
 
 class Rejected(InterlockError):

@@ -37,7 +37,7 @@ from wasmtime import Engine, Store
 from wasmtime.component import Component, Linker, Record, Variant
 
 from .errors import GateTrap, InterlockError, SimulatedCrash, gate_error
-from .journal import FORMAT_WASM, Conflict, FileJournal, JournalFileError
+from .journal import FORMAT_WASM, Conflict, Journal, JournalFileError
 
 if TYPE_CHECKING:
     from .decorator import Receipt
@@ -441,10 +441,11 @@ class _Datetime(Record):
 
 
 class JournalRef:
-    """One journal shared by several gate instances in a process (racing workers, a
-    restarted worker), which can be closed and reopened under them."""
+    """One journal (a :class:`interlock.journal.Journal`: a file journal or a shared one)
+    shared by several gate instances in a process (racing workers, a restarted worker),
+    which can be closed and reopened under them."""
 
-    def __init__(self, journal: Optional[FileJournal]):
+    def __init__(self, journal: Optional[Journal]):
         self.journal = journal
 
     def close(self) -> None:
@@ -452,7 +453,7 @@ class JournalRef:
             self.journal.close()
         self.journal = None
 
-    def replace(self, journal: FileJournal) -> None:
+    def replace(self, journal: Journal) -> None:
         self.journal = journal
 
 
@@ -558,7 +559,7 @@ class GateHost:
 
     # -- imports: interlock:gate/journal
 
-    def _with_journal(self, fn: Callable[[FileJournal], Any]) -> Any:
+    def _with_journal(self, fn: Callable[[Journal], Any]) -> Any:
         j = self.journal.journal
         if j is None:
             return Variant("other", "journal is closed")

@@ -38,7 +38,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar, Union, cast
+from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union, cast
 
 from .errors import InterlockError
 
@@ -50,6 +50,28 @@ FORMAT_WASM = "journal_format.wasm"
 FORMAT_INTERFACE = "interlock:journal-format/format@0.1.0"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+
+
+class Journal(Protocol):
+    """A backend of ``interlock:gate/journal`` (wit/journal.wit, ARCHITECTURE.md "The
+    journal contract"): :class:`FileJournal`, and the shared ones in
+    :mod:`interlock.sql_journal`. Every failure is a :class:`JournalFileError`, whose
+    ``case`` is the WIT ``journal-error`` case the gate sees."""
+
+    def append(self, stream: str, expected_len: int, entries: Sequence[str], durable: bool,
+               is_open: bool) -> None: ...
+
+    def read(self, stream: str, start: int) -> List[str]: ...
+
+    def length(self, stream: str) -> int: ...
+
+    def open_streams(self) -> List[str]: ...
+
+    def streams(self) -> List[str]: ...
+
+    def sync(self) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class JournalFileError(InterlockError):
@@ -316,12 +338,28 @@ def _lock(d: Path, wait_ms: int) -> int:
             raise JournalIOError(str(e)) from None
 
 
+def validate_append(entries: Sequence[str], stream: str, expected_len: int, is_open: bool) -> List[str]:
+    """The journal format's check of an append batch (every backend runs it): entry i is one
+    line whose ``stream``, ``seq`` and ``open`` are ``stream``, ``expected_len + i`` and
+    ``is_open``; else :class:`InvalidEntry` with the format's text."""
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, str):
+            # The component's list<string> cannot carry it; its wording for the rest.
+            raise InvalidEntry(
+                f"invalid journal entry: entry {i} of the batch (seq {expected_len + i}): "
+                "is not a string"
+            )
+    batch = list(entries)
+    _Format.call("validate-append", batch, stream, expected_len, is_open)
+    return batch
+
+
 _Method = TypeVar("_Method", bound=Callable[..., object])
 
 
 def _locked(method: _Method) -> _Method:
     @functools.wraps(method)
-    def locked(self: "FileJournal", *args: object) -> object:
+    def locked(self: Any, *args: object) -> object:
         with self._mutex:
             return method(self, *args)
 
@@ -430,15 +468,7 @@ class FileJournal:
             if durable:
                 self.sync()
             return
-        for i, entry in enumerate(entries):
-            if not isinstance(entry, str):
-                # The component's list<string> cannot carry it; its wording for the rest.
-                raise InvalidEntry(
-                    f"invalid journal entry: entry {i} of the batch (seq {expected_len + i}): "
-                    "is not a string"
-                )
-        entries = list(entries)
-        _Format.call("validate-append", entries, stream, expected_len, is_open)
+        entries = validate_append(entries, stream, expected_len, is_open)
         parts = [entry.encode("utf-8") for entry in entries]
         batch = b"\n".join(parts) + b"\n"
         start = self._len
