@@ -5,8 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
-# fs-ext (flock) builds against the system's Node headers; no header download.
+# fs-ext (flock) and better-sqlite3 (the SQLite journal) build against the system's Node
+# headers; no header download. better-sqlite3 is built from source: its prebuilt binaries
+# are downloaded from a host this machine does not reach.
 export npm_config_nodedir="${npm_config_nodedir:-/usr}"
+export npm_config_build_from_source="${npm_config_build_from_source:-true}"
 
 for f in ../../dist/interlock_gate.wasm ../../dist/payments_sim.wasm ../../dist/conformance_runner.wasm; do
   [ -f "$f" ] || { echo "missing $f: run bash scripts/build-wasm.sh first" >&2; exit 2; }
@@ -18,7 +21,9 @@ npm ci --no-audit --no-fund --loglevel=error
 npm run --silent build
 # The JS against its JSDoc types, then the generated declarations (types/) as users meet them.
 npm run --silent typecheck
-# The cross-host tests drive the CLI binary.
+# The cross-host tests drive the CLI binary. The PostgreSQL tests start their own clusters
+# with ../../scripts/postgres.sh (scripts/setup.sh installs PostgreSQL; without it they are
+# skipped, saying why).
 if [ -z "${INTERLOCK_BIN:-}" ] && [ ! -x "$CARGO_TARGET_DIR/debug/interlock" ]; then
   (cd ../.. && cargo build -q -p interlock-cli)
 fi

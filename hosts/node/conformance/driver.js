@@ -22,7 +22,9 @@ import { JournalError } from '../src/errors.js';
  * }} Report
  * @typedef {{
  *   bytes(): Uint8Array, tear?(bytes: number): void, reopen?(): JournalBackend, repair?(): void,
- * }} Storage  the journal's storage operations; the last three only for a file journal
+ * }} Storage  the journal's storage operations: `bytes` is the file's, or, for a journal that
+ *   is not a file (memory, IndexedDB, SQLite, PostgreSQL), every entry followed by "\n" in
+ *   append order; the last three only for a file journal
  */
 
 /** @type {Promise<GateComponent<any>> | undefined} */

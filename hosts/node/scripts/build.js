@@ -1,7 +1,9 @@
 // Transpiles the gate component, the payments simulator and the journal format
 // (../../dist, made by the lead's scripts/build-wasm.sh) into gen/ with jco, in
 // instantiation mode: the host passes the imports (journal, clock) as an object, so the
-// same JS runs in Node and in a browser.
+// same JS runs in Node and in a browser. Copies the shared journals' one schema
+// (adapters/sql-journal/src/schema.sql) to gen/schema.sql, where the SQLite and PostgreSQL
+// journals read it at run time: gen/ is what the package ships.
 //
 // One patch is applied to jco's output: its debug logger reads process.env.JCO_DEBUG on
 // every call (a getenv through Node's env proxy, about a third of a cheap call's time).
@@ -9,7 +11,7 @@
 // so a jco upgrade cannot silently drop the patch.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -66,5 +68,8 @@ for (const c of components) {
     sha256: createHash('sha256').update(readFileSync(src)).digest('hex'),
   };
 }
+const schema = 'adapters/sql-journal/src/schema.sql';
+copyFileSync(resolve(root, '../..', schema), join(gen, 'schema.sql'));
+manifest['schema.sql'] = { source: schema, sha256: createHash('sha256').update(readFileSync(join(gen, 'schema.sql'))).digest('hex') };
 writeFileSync(join(gen, 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
-console.log(`gen/: ${Object.entries(manifest).map(([k, v]) => `${k} (${v.wasm} ${v.sha256.slice(0, 12)})`).join(', ')}`);
+console.log(`gen/: ${Object.entries(manifest).map(([k, v]) => `${k} (${v.wasm ?? v.source} ${v.sha256.slice(0, 12)})`).join(', ')}`);

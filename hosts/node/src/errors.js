@@ -173,14 +173,17 @@ export class JournalLockedError extends JournalError {
 }
 
 /**
- * A journal location that names a shared journal service (`postgres://`, `sqlite://`,
- * `file://`, `http://`, ...). Shared journals are not supported yet; a folder (or an
- * IndexedDB name) is, and a URL is refused rather than taken as a folder's name.
+ * A journal location that is a URL no journal of this host has (`file://`, `http://`, ...;
+ * in a browser any URL), or a malformed `sqlite://` URL. It is refused rather than taken as
+ * a folder's name. Node opens `sqlite:///abs/path.db` and `postgres://...` journals.
  */
 export class UnsupportedJournalError extends InterlockError {
-  /** @param {string} where */
-  constructor(where) {
-    super(`journal ${JSON.stringify(where)} is a URL: shared journals (databases, services) are not supported yet; give a folder (Node) or a database name (browser)`);
+  /**
+   * @param {string} where
+   * @param {string} [message]
+   */
+  constructor(where, message) {
+    super(message ?? `journal ${JSON.stringify(where)} is a URL that names no journal: give a folder, sqlite:///abs/path.db or postgres://user@host/db (Node), or a database name (browser)`);
     this.where = where;
   }
 }
@@ -190,7 +193,12 @@ export class UnsupportedJournalError extends InterlockError {
  * @param {unknown} where
  */
 export function refuseJournalUrl(where) {
-  if (typeof where === 'string' && /^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(where)) throw new UnsupportedJournalError(where);
+  if (typeof where !== 'string' || !/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(where)) return;
+  if (/^(sqlite|postgres|postgresql):\/\//.test(where)) {
+    throw new UnsupportedJournalError(where, `journal ${JSON.stringify(where)} is a shared journal's URL, not a folder or a database name: ` +
+      'in Node, open it with Interlock.open(url) or openJournal(url); a browser cannot');
+  }
+  throw new UnsupportedJournalError(where);
 }
 
 /** The journal ends with a partial line: the last write was torn. Run `repair`. */

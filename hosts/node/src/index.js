@@ -1,7 +1,10 @@
-// @interlock/gate for Node: the gate component with the file journal (the CLI's format).
+// @interlock/gate for Node: the gate component with the file journal (the CLI's format)
+// and the shared journals, SQLite and PostgreSQL (the Rust crate's schema), each chosen by
+// the one argument of Interlock.open.
 import { Interlock as Base } from './interlock.js';
 import { FileJournal } from './journal/file.js';
-import { MemoryJournal } from './journal/memory.js';
+import { openJournal, isSqlJournalUrl } from './journal/open.js';
+import { UnsupportedJournalError } from './errors.js';
 import { gateComponent, paymentsComponent } from './load-node.js';
 import { PaymentsService } from './payments.js';
 import fs from 'node:fs';
@@ -57,16 +60,19 @@ import { dirname } from 'node:path';
 
 export class Interlock extends Base {
   /**
-   * Opens (or creates) the journal in folder `dir` and starts a gate on it. The folder is
-   * locked for this process (flock on journal.lock, shared with the CLI). Pass
-   * `':memory:'` instead of a folder for a journal that lives in memory. A URL
-   * (`postgres://...`) rejects with UnsupportedJournalError: shared journals are not
-   * supported yet.
-   * @param {string} dir
+   * Opens (or creates) the journal `location` names and starts a gate on it:
+   * - a folder: the file journal, locked for this process (flock on journal.lock, shared
+   *   with the CLI);
+   * - `sqlite:///abs/path.db`: a SQLite journal, shared by the processes of one machine;
+   * - `postgres://user@host:port/db` (or `postgresql://`): a PostgreSQL journal, shared by
+   *   many machines;
+   * - `':memory:'`: a journal that lives in memory.
+   * Any other URL (`file://`, `http://`, ...) rejects with UnsupportedJournalError.
+   * @param {string} location
    * @param {OpenOptions} [options]
    */
-  static async open(dir, options = {}) {
-    const journal = dir === ':memory:' ? new MemoryJournal() : FileJournal.open(dir, { lockWaitMs: options.lockWaitMs });
+  static async open(location, options = {}) {
+    const journal = openJournal(location, options);
     try {
       return await Base.create(gateComponent(), journal, options);
     } catch (e) {
@@ -85,11 +91,16 @@ export class Interlock extends Base {
   }
 
   /**
-   * Repairs a torn journal tail in `dir` (see FileJournal.repair).
+   * Repairs a torn journal tail in `dir` (see FileJournal.repair). A SQLite or PostgreSQL
+   * journal has none to repair (a transaction commits whole or not at all): its URL is
+   * refused with UnsupportedJournalError, nothing opened.
    * @param {string} dir
    * @returns {RepairReport}
    */
   static repair(dir) {
+    if (isSqlJournalUrl(dir)) {
+      throw new UnsupportedJournalError(dir, `journal ${JSON.stringify(dir)} is a SQLite or PostgreSQL journal: it has no torn tail to repair (a transaction commits whole or not at all)`);
+    }
     return FileJournal.repair(dir);
   }
 }
@@ -148,6 +159,9 @@ export const Payments = {
 export { Gate, toOutcome } from './gate.js';
 export { FileJournal } from './journal/file.js';
 export { MemoryJournal } from './journal/memory.js';
+export { SqliteJournal } from './journal/sqlite.js';
+export { PostgresJournal } from './journal/postgres.js';
+export { openJournal } from './journal/open.js';
 export { SystemClock, FakeClock } from './clock.js';
 export { PaymentsService, paymentsTarget, ServiceError } from './payments.js';
 export { gateComponent, paymentsComponent } from './load-node.js';

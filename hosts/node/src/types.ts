@@ -154,9 +154,16 @@ export interface OpenOptions {
   standingLease?: boolean;
   /**
    * Node, file journal: how long to wait for the lock another writer holds (ms). Default:
-   * the journal format's (5000); 0: fail at once. A file journal has one writer per folder.
+   * the journal format's (5000); 0: fail at once. A file journal has one writer per folder;
+   * several writers share a SQLite (`sqlite:///abs/path.db`) or PostgreSQL
+   * (`postgres://...`) journal.
    */
   lockWaitMs?: number;
+  /**
+   * Node, PostgreSQL journal: how long one journal call waits for the database before it
+   * fails with an `io` JournalError (ms). Default 30000.
+   */
+  journalTimeoutMs?: number;
 }
 
 /** What `recover` says of one open effect: its outcome, or the gate error it met. */

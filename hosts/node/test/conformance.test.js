@@ -1,7 +1,11 @@
 // Every vector in tests/conformance through the conformance runner (the one interpreter
 // every host runs; conformance/driver.js is this host's side of it) with the Node file
-// journal. The runner checks each vector's expectations and its journal pin (the bytes
-// every host writes). Skip key: `node`.
+// journal, and again over a SQLite and a PostgreSQL journal. The runner checks each
+// vector's expectations and its journal pin (the bytes every host writes; for a SQL journal
+// every entry followed by "\n" in global append order, the schema's `ordinal`). The torn
+// tail vectors need a file (they tear, reopen and repair journal.jsonl): the runner skips
+// them on the SQL journals, saying so. Skip key: `node`. PostgreSQL is a real server
+// (scripts/postgres.sh), skipped, saying why, only when it is not installed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, truncateSync, statSync, rmSync } from 'node:fs';
@@ -9,12 +13,16 @@ import { join } from 'node:path';
 import { runVector } from '../conformance/driver.js';
 import { FileJournal, JOURNAL_FILE } from '../src/journal/file.js';
 import { gateComponent } from '../src/load-node.js';
+import { openJournal } from '../src/journal/open.js';
 import { loadVectors, tempDir, VECTORS, PINS } from './helpers.js';
+import { sqlite, postgres } from './sql-backends.js';
 
 const vectors = loadVectors();
 const pins = readFileSync(join(VECTORS, PINS), 'utf8');
-const ran = new Set();
-const skipped = new Map();
+const pg = postgres();
+/** Per journal: the vectors run, and those skipped with the runner's reason. */
+const ran = { file: new Set(), sqlite: new Set(), postgres: new Set() };
+const skipped = { file: new Map(), sqlite: new Map(), postgres: new Map() };
 
 /** The file journal's storage operations, on `dir`. */
 const fileStorage = (dir) => ({
@@ -33,30 +41,57 @@ const fileStorage = (dir) => ({
   repair: () => FileJournal.repair(dir),
 });
 
+/** Plays `v` over `journal`; records it as run or skipped under `kind`. */
+async function play(t, kind, v, journal, storage) {
+  const report = await runVector(v, { gate: await gateComponent(), journal, storage, host: 'node', pins });
+  if (report.skipped !== undefined) {
+    assert.ok(report.skipped.trim().length > 0, `${v.id} is skipped without a reason`);
+    skipped[kind].set(v.id, report.skipped);
+    t.skip(report.skipped);
+    return;
+  }
+  assert.deepEqual(report.failures, [], `${v.id}: ${report.failures.join('\n')}`);
+  ran[kind].add(v.id);
+}
+
 for (const { file, vector: v } of vectors) {
   test(`vector ${v.id} (${file})`, async (t) => {
     const dir = tempDir();
     try {
-      const report = await runVector(v, {
-        gate: await gateComponent(), journal: FileJournal.open(dir), storage: fileStorage(dir), host: 'node', pins,
-      });
-      if (report.skipped !== undefined) {
-        assert.ok(report.skipped.trim().length > 0, `${v.id} is skipped without a reason`);
-        skipped.set(v.id, report.skipped);
-        t.skip(report.skipped);
-        return;
-      }
-      assert.deepEqual(report.failures, [], `${v.id}: ${report.failures.join('\n')}`);
-      ran.add(v.id);
+      await play(t, 'file', v, FileJournal.open(dir), fileStorage(dir));
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
   });
 }
 
-test('every vector was run or skipped with a reason', () => {
+for (const [kind, backend, skip] of [['sqlite', sqlite, undefined], ['postgres', pg.backend, pg.skip]]) {
+  for (const { file, vector: v } of vectors) {
+    test(`${kind}: vector ${v.id} (${file})`, { skip }, async (t) => {
+      const journal = openJournal(await backend.fresh());
+      try {
+        // Not a file: bytes are the entries in append order, each + "\n"; no tear, reopen, repair.
+        await play(t, kind, v, journal, { bytes: () => journal.bytes() });
+      } finally {
+        journal.close();
+      }
+    });
+  }
+}
+
+test('every vector was run or skipped with a reason, on every journal', (t) => {
   assert.ok(vectors.length > 0, 'no vectors found');
-  const missing = vectors.map((x) => x.vector.id).filter((id) => !ran.has(id) && !skipped.has(id));
-  assert.deepEqual(missing, [], `vectors neither run nor skipped: ${missing.join(', ')}`);
-  console.log(`conformance (node): ${ran.size} run, ${skipped.size} skipped, of ${vectors.length}`);
+  for (const kind of /** @type {const} */ (['file', 'sqlite', 'postgres'])) {
+    if (kind === 'postgres' && pg.skip) {
+      t.diagnostic(`postgres: not run: ${pg.skip}`);
+      continue;
+    }
+    const missing = vectors.map((x) => x.vector.id).filter((id) => !ran[kind].has(id) && !skipped[kind].has(id));
+    assert.deepEqual(missing, [], `${kind}: vectors neither run nor skipped: ${missing.join(', ')}`);
+    if (kind !== 'file') {
+      // Only the vectors that need a file journal may be skipped on a SQL journal.
+      for (const [id, why] of skipped[kind]) assert.match(why, /needs a file journal/, `${kind}: ${id}`);
+    }
+    console.log(`conformance (node, ${kind} journal): ${ran[kind].size} run, ${skipped[kind].size} skipped, of ${vectors.length}`);
+  }
 });

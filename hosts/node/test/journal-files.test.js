@@ -1,6 +1,7 @@
 // The file journal's own files (issue 11, items 8 and 9): a journal holds customers'
-// orders and amounts, so it is private to its owner whatever the umask; and a location that
-// names a shared journal service is refused, not taken as a folder's name.
+// orders and amounts, so it is private to its owner whatever the umask; and a URL is never
+// taken as a folder's name (Interlock.open opens sqlite:/// and postgres:// journals,
+// test/sql-journal.test.js; any other URL is refused).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -39,18 +40,22 @@ for (const umask of [0o000, 0o022, 0o277]) {
   });
 }
 
-test('file journal: a URL is refused (shared journals are not supported yet), nothing created', async () => {
+test('a URL that names no journal is refused, nothing created; the file journal refuses every URL', async () => {
   const cwd = process.cwd();
   const here = tempDir();
   process.chdir(here);
   try {
-    for (const url of ['postgres://user@host/db', 'sqlite://journal.db', 'file:///tmp/journal', 'http://journal.example/x', 'S3://bucket/key']) {
+    // sqlite:// needs an absolute path (sqlite:///abs/path.db); the other schemes name no journal.
+    for (const url of ['sqlite://journal.db', 'file:///tmp/journal', 'http://journal.example/x', 'S3://bucket/key']) {
       await assert.rejects(Interlock.open(url), (e) => {
         assert.ok(e instanceof UnsupportedJournalError && e instanceof InterlockError, `${url}: ${e?.name}: ${e?.message}`);
-        assert.match(e.message, /shared journals .* not supported yet/);
+        assert.match(e.message, /sqlite:\/\/\/abs\/path\.db/);
         assert.equal(e.where, url);
         return true;
       });
+    }
+    // A shared journal's URL is Interlock.open's to open, never a folder's name.
+    for (const url of ['postgres://user@host/db', 'sqlite:///tmp/j.db', 'file:///tmp/journal', 'http://journal.example/x']) {
       assert.throws(() => FileJournal.open(url), UnsupportedJournalError);
       assert.throws(() => Interlock.repair(url), UnsupportedJournalError);
     }

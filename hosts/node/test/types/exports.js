@@ -5,10 +5,10 @@
 export const NODE_EXPORTS = /** @type {const} */ ([
   'ContentionError', 'CorruptJournalError', 'CorruptJournalFileError', 'FakeClock', 'FileJournal', 'Gate',
   'GateError', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError', 'JournalError',
-  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'Rejected',
-  'ServiceError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
+  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'PostgresJournal', 'Rejected',
+  'ServiceError', 'SqliteJournal', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
   'UnknownEffectError', 'UnknownOperationError', 'UnsupportedJournalError', 'describeJournalError',
-  'gateComponent', 'gateError', 'invalidField', 'journalFormat', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
+  'gateComponent', 'gateError', 'invalidField', 'journalFormat', 'openJournal', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
   'toOutcome', 'writeStateFile',
 ]);
 

@@ -4,7 +4,7 @@
 import {
   Interlock, Rejected, Payments, FakeClock, SystemClock, MemoryJournal, FileJournal, Gate, GateError,
   InvalidFieldError, JournalFailedError, TornTailError, JournalError, UnsupportedJournalError, ServiceError,
-  paymentsTarget, writeStateFile, gateComponent, toOutcome,
+  paymentsTarget, writeStateFile, gateComponent, toOutcome, SqliteJournal, PostgresJournal, openJournal,
 } from '@interlock/gate';
 import type {
   Outcome, Effect, EffectContext, Receipt, VerifyReport, JournalBackend, Recovered, State, Reason, Json,
@@ -131,6 +131,19 @@ export const notMemory: MemoryJournal = FileJournal.open('./journal');
 await Interlock.withJournal(memory, { clock: new SystemClock(), claimWait: { pollMs: 10, maxPolls: 3 } });
 await Interlock.open(':memory:');
 void file;
+
+// Shared journals: SQLite for the processes of one machine, PostgreSQL for many machines.
+await Interlock.open('sqlite:///var/lib/interlock/journal.db');
+await Interlock.open('postgres://app@db.internal:5432/interlock', { journalTimeoutMs: 10_000, agent: 'refund-agent' });
+// @ts-expect-error: the timeout is a number of ms
+await Interlock.open('postgres://app@db.internal/interlock', { journalTimeoutMs: '10s' });
+const onOneMachine = SqliteJournal.open('/var/lib/interlock/journal.db');
+const onManyMachines = PostgresJournal.open('postgres://app@db.internal/interlock', { timeoutMs: 5000 });
+const commits: number = onOneMachine.durableCommits + onManyMachines.commits;
+const inOrder: string[] = onManyMachines.entriesInOrder();
+const anyOf: JournalBackend = openJournal('sqlite:///var/lib/interlock/journal.db', { lockWaitMs: 0 });
+await Interlock.withJournal(onOneMachine);
+void commits, inOrder, anyOf;
 
 // The low-level gate and a target of one's own.
 const clock = new FakeClock(1_800_000_000_000);
