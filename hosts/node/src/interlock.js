@@ -53,15 +53,18 @@ export class Interlock {
    * `standingLease` (default false): an effect that names no lease or approval runs under
    * its agent's standing lease, which the gate names and grants (recorded, once). Without
    * it such an effect is refused with InvalidFieldError at `/authority`, nothing recorded
-   * (docs/host-api.md).
+   * (docs/host-api.md). `clockSkewMs`: how far the clocks of the machines sharing the
+   * journal may disagree; every proposal carries it (`target.clock_skew_ms`), so claims
+   * last that much longer and expiries are judged by the latest clock (ARCHITECTURE.md,
+   * "Clocks across machines"). Default: none (one machine).
    * @param {GateComponent<GateRoot> | Promise<GateComponent<GateRoot>>} component
    * @param {JournalBackend} journal
    * @param {OpenOptions} [options]
    * @returns {Promise<Interlock>}
    */
-  static async create(component, journal, { clock = new SystemClock(), agent = 'agent', claimWait, standingLease = false } = {}) {
+  static async create(component, journal, { clock = new SystemClock(), agent = 'agent', claimWait, standingLease = false, clockSkewMs } = {}) {
     const gate = await Gate.instantiate(await component, { journal, clock, claimWait });
-    return new Interlock(gate, { agent, standingLease });
+    return new Interlock(gate, { agent, standingLease, clockSkewMs });
   }
 
   /** Whether effects that name no authority run under their agent's standing lease. */
@@ -70,9 +73,9 @@ export class Interlock {
   /**
    * Use the entry's `Interlock.open` (or `create`).
    * @param {Gate} gate
-   * @param {{ agent: string, standingLease?: boolean }} options
+   * @param {{ agent: string, standingLease?: boolean, clockSkewMs?: number }} options
    */
-  constructor(gate, { agent, standingLease = false }) {
+  constructor(gate, { agent, standingLease = false, clockSkewMs }) {
     /** The low-level gate (steps, receipts, verify). */
     this.gate = gate;
     this.journal = gate.journal;
@@ -80,6 +83,8 @@ export class Interlock {
     /** The default agent name of effects. */
     this.agent = agent;
     this.#standingLease = standingLease === true;
+    /** The clock skew every proposal allows (`target.clock_skew_ms`), if any. */
+    this.clockSkewMs = clockSkewMs;
     // This gate reaches only the targets defined on it: an open effect of any other target
     // (from a shared journal, or one defined in another process) is left open for a gate
     // that can reach it, never answered with a made-up reply.
@@ -199,6 +204,8 @@ export class Interlock {
     if (def.dedupeWindowMs !== undefined) target.dedupe_window_ms = def.dedupeWindowMs;
     target.lookup = Boolean(def.lookup);
     if (def.timeoutMs !== undefined) target.timeout_ms = def.timeoutMs;
+    // The gate checks it (a whole number of ms, at most 2^53 - 1) like every field.
+    if (this.clockSkewMs !== undefined) target.clock_skew_ms = this.clockSkewMs;
     const agent = def.agent ?? this.agent;
     const approval = o.approval ?? (o.lease ? undefined : def.approval);
     const lease = o.lease ?? def.lease ?? (this.#standing(def, o) ? this.gate.standingLeaseName(agent) : undefined);

@@ -160,6 +160,12 @@ export interface OpenOptions {
    */
   lockWaitMs?: number;
   /**
+   * How far the clocks of the machines sharing the journal may disagree (ms). Every
+   * proposal carries it (`target.clock_skew_ms`): claims last that much longer and
+   * expiries are judged by the latest clock. Default: none (one machine's clock).
+   */
+  clockSkewMs?: number;
+  /**
    * Node, PostgreSQL journal: how long one journal call waits for the database before it
    * fails with an `io` JournalError (ms). Default 30000.
    */

@@ -72,3 +72,19 @@ test('standing authority is asked for, granted once by the gate, and stays revok
     await gate.close();
   }
 });
+
+test('clockSkewMs goes into every proposal and lengthens the claim', async () => {
+  const dir = join(tempDir(), '.interlock');
+  const gate = await Interlock.open(dir, { standingLease: true, clockSkewMs: 500 });
+  try {
+    const refund = gate.effect({ target: 'refund', key: (e) => `refund:${e.order}`, timeoutMs: 1000 }, async () => ({ ok: true }));
+    const out = await refund({ order: 'order_881' });
+    assert.equal(out.state, 'COMMITTED');
+    const stream = entries(dir).filter((e) => e.stream === `effect:${out.effectId}`);
+    assert.equal(stream[0].proposal.target.clock_skew_ms, 500);
+    const sent = stream.find((e) => e.state === 'DISPATCHED');
+    assert.equal(sent.claim_until_ms, sent.at_ms + 1000 + 500);
+  } finally {
+    await gate.close();
+  }
+});

@@ -62,3 +62,18 @@ def test_an_async_send_waits_at_most_the_recorded_timeout(tmp_path: Path) -> Non
         out = asyncio.run(refund("order_881"))
         assert time.monotonic() - started < 5
         assert (out.final, out.reason) == (False, "target_unavailable")
+
+
+def test_clock_skew_ms_goes_into_every_proposal_and_lengthens_the_claim(tmp_path: Path) -> None:
+    d = tmp_path / ".interlock"
+    with Interlock(d, clock=FakeClock(T0), standing_lease=True, clock_skew_ms=500) as gate:
+        @gate.effect(key=lambda order: f"refund:{order}", timeout_ms=1000)
+        def refund(order: str, idempotency_key: str) -> dict:
+            return {"ok": True}
+
+        out = refund("order_881")
+    lines = [json.loads(x) for x in (d / "journal.jsonl").read_text().splitlines()]
+    stream = [e for e in lines if e["stream"] == f"effect:{out.effect_id}"]
+    assert stream[0]["proposal"]["target"]["clock_skew_ms"] == 500
+    sent = next(e for e in stream if e["state"] == "DISPATCHED")
+    assert sent["claim_until_ms"] == sent["at_ms"] + 1000 + 500

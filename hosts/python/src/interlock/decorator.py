@@ -302,6 +302,8 @@ class Effect:
             target["dedupe_window_ms"] = self.dedupe_window_ms
         if self.timeout_ms is not None:
             target["timeout_ms"] = self.timeout_ms
+        if gate.clock_skew_ms is not None:
+            target["clock_skew_ms"] = gate.clock_skew_ms
         p: Dict[str, Any] = {"agent": agent, "target": target, "effect": dict(zip(self.params, values))}
         if self.key is not None:
             p["key"] = self.key(*values)
@@ -419,7 +421,10 @@ class Interlock:
     :class:`interlock.ClaimWait`). ``lock_wait_ms``: how long to wait for the lock of a
     journal directory another writer holds (default 5 s, the journal format's; 0: fail at
     once with :class:`interlock.Locked`; a shared journal has no such lock: its writers
-    take turns per append). ``clock`` is for tests
+    take turns per append). ``clock_skew_ms``: how far the clocks of the machines sharing
+    the journal may disagree; every proposal carries it, so claims last that much longer and
+    expiries are judged by the latest clock (ARCHITECTURE.md, "Clocks across machines";
+    default none: one machine). ``clock`` is for tests
     (:class:`interlock.clock.FakeClock`). docs/host-api.md has every rule.
 
     One Interlock may be shared by threads: calls into the gate take turns (one lock),
@@ -428,7 +433,7 @@ class Interlock:
     def __init__(self, path: Union[str, "os.PathLike[str]"] = ".interlock", *, agent: str = "agent",
                  clock: Optional[Clock] = None, claim_wait: Union[bool, ClaimWait] = True,
                  standing_lease: bool = False, wasm: Optional[Path] = None,
-                 lock_wait_ms: Optional[int] = None):
+                 lock_wait_ms: Optional[int] = None, clock_skew_ms: Optional[int] = None):
         url = is_url(path) is not None
         self.claim_wait = claim_wait_of(claim_wait)
         #: The journal directory (None for a shared journal, named by a URL).
@@ -436,6 +441,9 @@ class Interlock:
         self.agent = agent
         #: Whether effects that name no lease run under the agent's standing lease.
         self.standing = standing_lease is True
+        #: How far the clocks of the machines sharing the journal may disagree: every
+        #: proposal carries it (``target.clock_skew_ms``; the gate checks it).
+        self.clock_skew_ms = clock_skew_ms
         # Agents whose standing lease this Interlock has seen granted: the gate grants it
         # once only, so later submits need not ask again (three crossings saved per submit).
         self._standing_granted: Set[str] = set()
