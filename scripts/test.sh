@@ -29,3 +29,8 @@ step "python host"
 # The CLI binary `cargo test --workspace` built above (a separate `cargo build -p` would
 # resolve features differently and build wasmtime a second time).
 INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash hosts/python/test.sh
+step "many workers of every host on one shared journal, killed at random"
+# After the Node and Python hosts are set up: their workers join the CLI's (30 kills each on
+# SQLite and PostgreSQL; INTERLOCK_SHARED_KILLS=500 for results/shared-journal.md).
+INTERLOCK_PYTHON="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" INTERLOCK_NODE="$(command -v node)" \
+  cargo test -q -p interlock-cli --test shared_kill -- --ignored
