@@ -15,7 +15,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use interlock_cli::bindings::interlock::gate::types::State;
 use interlock_cli::case::{self, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
-use interlock_cli::gate::CrashAction;
+use interlock_cli::gate::{ClaimWait, CrashAction};
 use interlock_cli::{
     Clock, CrashPoint, GateHost, JournalBackend, MemoryJournal, PaymentsTarget, Runtime,
 };
@@ -143,6 +143,11 @@ enum Cmd {
         /// The payments service's state file [default: DIR/payments.json; required for a URL].
         #[arg(long, value_name = "FILE")]
         payments: Option<PathBuf>,
+        /// Leave effects whose claim another worker still holds to that worker (reported
+        /// open, `claim_live`) instead of waiting the claims out: for one of many recovering
+        /// workers on a shared journal.
+        #[arg(long)]
+        no_wait: bool,
     },
     /// Verify every stream's hash chain (exit 1 on any problem, a torn last line included;
     /// 2 when it cannot be checked: no folder, locked, an unreadable receipt).
@@ -383,7 +388,11 @@ fn demo_in_a_folder(cmd: &Cmd) -> Result<(), Failure> {
 fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
     match cmd {
         Cmd::Demo { mode, dir, journal } => demo(ctx, mode, dir, journal),
-        Cmd::Recover { dir, payments } => recover(ctx, &dir, payments),
+        Cmd::Recover {
+            dir,
+            payments,
+            no_wait,
+        } => recover(ctx, &dir, payments, no_wait),
         Cmd::Verify { dir, receipts } => verify(ctx, &dir, &receipts),
         Cmd::Receipt {
             dir,
@@ -524,7 +533,7 @@ fn read_input(file: &Path) -> Result<String, Failure> {
 
 // ---------------------------------------------------------------- recover, verify, ...
 
-fn recover(ctx: &Ctx, dir: &Path, payments: Option<PathBuf>) -> Result<u8, Failure> {
+fn recover(ctx: &Ctx, dir: &Path, payments: Option<PathBuf>, no_wait: bool) -> Result<u8, Failure> {
     let payments_path = match payments {
         Some(p) => p,
         None if is_journal_url(dir) => return Err(Failure::new(
@@ -535,6 +544,12 @@ fn recover(ctx: &Ctx, dir: &Path, payments: Option<PathBuf>) -> Result<u8, Failu
         None => dir.join("payments.json"),
     };
     let mut gate = ctx.gate(dir)?;
+    if no_wait {
+        gate.set_claim_wait(ClaimWait {
+            max_polls: 0,
+            ..ClaimWait::default()
+        });
+    }
     let mut target = PaymentsTarget::new(open_payments(&payments_path)?, ctx.clock.clone());
     let results = gate.recover_all(&mut target)?;
     if results.is_empty() {

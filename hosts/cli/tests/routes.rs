@@ -110,3 +110,56 @@ fn recover_leaves_what_it_cannot_serve_open() {
         "recovery wrote to effects it could not serve"
     );
 }
+
+/// `recover --no-wait`: one of many recovering workers leaves an effect another worker's
+/// claim still covers to that worker (open, `claim_live`, nothing written); without it,
+/// recovery waits the claim out and resolves the effect.
+#[test]
+fn recover_no_wait_leaves_a_live_claim_to_its_worker() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    std::fs::create_dir(&dir).unwrap();
+    let clock = Clock::fake(T0_MS);
+    let mut payments = Payments::create(&dir.join("payments.json"), Tier::TWO).unwrap();
+    payments.add_order(ORDER, PAID_CENTS).unwrap();
+    let premises = payments.premises(ORDER, None).unwrap();
+    {
+        let journal = FileJournal::open(&dir).unwrap();
+        let mut host = GateHost::new(runtime(), Box::new(journal), clock.clone()).unwrap();
+        host.grant_lease(LEASE, T0_MS + HOUR_MS).unwrap();
+    }
+    let mut target = PaymentsTarget::new(payments, clock.clone());
+    crash_after_commit(
+        &dir,
+        &clock,
+        &proposal(Tier::TWO, 2000, premises),
+        &mut target,
+    );
+    drop(target);
+    let recover = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_interlock"))
+            .args(["--clock-ms", &T0_MS.to_string(), "--json", "recover"])
+            .arg(&dir)
+            .args(extra)
+            .output()
+            .unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        (out.status.code(), v)
+    };
+    let before = std::fs::read(dir.join(JOURNAL_FILE)).unwrap();
+    let (code, v) = recover(&["--no-wait"]);
+    assert_eq!(code, Some(1), "{v}");
+    assert_eq!(
+        (v[0]["state"].as_str(), v[0]["reason"].as_str()),
+        (Some("DISPATCHED"), Some("claim_live")),
+        "{v}"
+    );
+    assert_eq!(
+        std::fs::read(dir.join(JOURNAL_FILE)).unwrap(),
+        before,
+        "--no-wait wrote something"
+    );
+    let (code, v) = recover(&[]);
+    assert_eq!(code, Some(0), "{v}");
+    assert_eq!(v[0]["state"].as_str(), Some("COMMITTED"), "{v}");
+}
