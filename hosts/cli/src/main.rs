@@ -69,7 +69,7 @@ Exit codes:
   1  the journal fails verification (a broken hash chain, an unparsable or torn line), or
      `recover` left an effect AMBIGUOUS or still open, or failed on one: a person must look
   2  usage or input error: bad arguments, invalid JSON or fields, a missing file or
-     folder, a URL as the journal, a journal that is locked or cannot be opened
+     folder, a URL that names no journal, a journal that is locked or cannot be opened
 
 The gate component is found with --wasm, $INTERLOCK_WASM, the build output of
 `bash scripts/build-wasm.sh`, or next to this program.";

@@ -581,7 +581,7 @@ fn demo_and_usage_errors_speak_json_too() {
         "approve",
         "--json",
         "Exit codes",
-        "shared journals are not",
+        "a shared journal's URL works too",
     ] {
         assert!(help.contains(want), "{want:?} not in --help:\n{help}");
     }
