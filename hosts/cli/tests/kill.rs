@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{runtime, HOUR_MS, LEASE, T0_MS};
+use common::{runtime, Rng, HOUR_MS, LEASE, T0_MS};
 use interlock_cli::{Clock, Error, GateHost, PaymentsTarget};
 use interlock_file_journal::{Error as FileError, FileJournal};
 use interlock_payments_sim::{Payments, Tier};
@@ -73,23 +73,6 @@ fn child_process_entry() {
         println!("{i} {:?}", outcome.state);
     }
     println!("done");
-}
-
-/// splitmix64: a seeded stream of delays and choices, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
 }
 
 fn interlock(args: &[&str]) -> Command {

@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::runtime;
+use common::{runtime, Rng, LEASE};
 use interlock_cli::{
     ApplyRequest, AuthorizeRequest, CaptureRequest, Clock, GateHost, PaymentsTarget, QueryRequest,
     Reply, Targets,
@@ -47,7 +47,6 @@ const AMOUNT_CENTS: u64 = 100;
 /// How many keys are live at once, and how long before the window moves on.
 const WINDOW: u64 = 6;
 const WINDOW_MS: u64 = 500;
-const LEASE: &str = "case-4471";
 /// Short claims, so that recovery of a killed worker's sends happens during the run.
 const TIMEOUT_MS: u64 = 1_000;
 /// How long a send may wait for the service before the host gives up on it, unsent: well
@@ -120,23 +119,6 @@ impl Targets for SharedService {
     fn query(&mut self, req: &QueryRequest) -> Reply {
         self.with(|t| t.query(req))
             .unwrap_or_else(|| Reply::Failed("the service did not answer in time".into()))
-    }
-}
-
-/// splitmix64: a seeded stream of delays and choices, no dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
     }
 }
 
