@@ -19,6 +19,7 @@ wit_bindgen::generate!({
 });
 
 use exports::interlock::gate::gate as g;
+use exports::interlock::gate::tools as tl;
 use interlock::gate::{journal as wj, target as t, types as ty};
 
 // The allocator, panic handler and cabi_realloc std would give (see its docs).
@@ -230,6 +231,67 @@ fn report(r: core_::VerifyReport) -> g::VerifyReport {
 }
 
 struct Component;
+
+/// A tool call as the WIT spells it.
+fn tool_call((tool, arguments): (String, String)) -> tl::ToolCall {
+    tl::ToolCall { tool, arguments }
+}
+
+impl tl::Guest for Component {
+    fn check_config(config: String) -> Result<Vec<String>, g::GateError> {
+        core_::tools::text::check_config(&config).map_err(err)
+    }
+    fn premise_call(
+        config: String,
+        tool: String,
+        arguments: String,
+    ) -> Result<Option<tl::ToolCall>, g::GateError> {
+        core_::tools::text::premise_call(&config, &tool, &arguments)
+            .map(|c| c.map(tool_call))
+            .map_err(err)
+    }
+    fn proposal(
+        config: String,
+        tool: String,
+        arguments: String,
+        premises: Option<String>,
+        agent: String,
+        authority: Option<String>,
+    ) -> Result<String, g::GateError> {
+        core_::tools::text::proposal(
+            &config,
+            &tool,
+            &arguments,
+            premises.as_deref(),
+            &agent,
+            authority.as_deref(),
+        )
+        .map_err(err)
+    }
+    fn send_call(
+        config: String,
+        tool: String,
+        arguments: String,
+        idempotency_key: String,
+    ) -> Result<tl::ToolCall, g::GateError> {
+        core_::tools::text::send_call(&config, &tool, &arguments, &idempotency_key)
+            .map(tool_call)
+            .map_err(err)
+    }
+    fn lookup_call(
+        config: String,
+        tool: String,
+        effect: String,
+        recorded_effect: String,
+    ) -> Result<Option<tl::ToolCall>, g::GateError> {
+        core_::tools::text::lookup_call(&config, &tool, &effect, &recorded_effect)
+            .map(|c| c.map(tool_call))
+            .map_err(err)
+    }
+    fn found(config: String, tool: String, answer: String) -> Result<bool, g::GateError> {
+        core_::tools::text::found(&config, &tool, &answer).map_err(err)
+    }
+}
 
 impl g::Guest for Component {
     fn effect_id_of(proposal: String) -> Result<String, g::GateError> {

@@ -18,6 +18,7 @@ mod journal;
 mod proposal;
 mod receipt;
 pub mod recovery;
+pub mod tools;
 mod types;
 
 pub use canon::{canonical, effect_id_for, sha256_hex};

@@ -323,6 +323,12 @@ impl GateHost {
         gate(api.call_verify(&mut self.store, anchors))
     }
 
+    /// The component's tool mapping (`interlock:gate/tools`: which tool calls are effects
+    /// and how one becomes a premise read, a proposal, a send and a lookup).
+    pub fn tools(&mut self) -> Tools<'_> {
+        Tools { host: self }
+    }
+
     /// Only the first step of a recovery, for a caller driving steps itself.
     pub fn recover_step(&mut self, effect: &str) -> Result<Step, Error> {
         let api = self.api().clone();
@@ -341,6 +347,113 @@ impl GateHost {
     pub fn defaults(&mut self) -> Result<String, Error> {
         let api = self.api().clone();
         api.call_defaults(&mut self.store).map_err(trap)
+    }
+}
+
+/// The tool mapping of one gate instance (see [`GateHost::tools`]). A call is `(tool,
+/// arguments JSON)`; every input is JSON text, checked by the component.
+pub struct Tools<'a> {
+    host: &'a mut GateHost,
+}
+
+type ToolsApi = crate::bindings::exports::interlock::gate::tools::Guest;
+
+fn call_of(c: crate::bindings::exports::interlock::gate::tools::ToolCall) -> (String, String) {
+    (c.tool, c.arguments)
+}
+
+impl Tools<'_> {
+    fn api(&self) -> ToolsApi {
+        self.host.gate.interlock_gate_tools().clone()
+    }
+
+    /// The tools `config` gates; a bad config is `invalid-field` at its JSON pointer.
+    pub fn check_config(&mut self, config: &str) -> Result<Vec<String>, Error> {
+        let api = self.api();
+        gate(api.call_check_config(&mut self.host.store, &config.to_owned()))
+    }
+
+    pub fn premise_call(
+        &mut self,
+        config: &str,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<Option<(String, String)>, Error> {
+        let api = self.api();
+        gate(api.call_premise_call(
+            &mut self.host.store,
+            &config.to_owned(),
+            tool,
+            &arguments.to_owned(),
+        ))
+        .map(|c| c.map(call_of))
+    }
+
+    pub fn proposal(
+        &mut self,
+        config: &str,
+        tool: &str,
+        arguments: &str,
+        premises: Option<&str>,
+        agent: &str,
+        authority: Option<&str>,
+    ) -> Result<String, Error> {
+        let api = self.api();
+        gate(api.call_proposal(
+            &mut self.host.store,
+            &config.to_owned(),
+            tool,
+            &arguments.to_owned(),
+            premises.map(str::to_owned).as_ref(),
+            agent,
+            authority.map(str::to_owned).as_ref(),
+        ))
+    }
+
+    pub fn send_call(
+        &mut self,
+        config: &str,
+        tool: &str,
+        arguments: &str,
+        idempotency_key: &str,
+    ) -> Result<(String, String), Error> {
+        let api = self.api();
+        gate(api.call_send_call(
+            &mut self.host.store,
+            &config.to_owned(),
+            tool,
+            &arguments.to_owned(),
+            idempotency_key,
+        ))
+        .map(call_of)
+    }
+
+    pub fn lookup_call(
+        &mut self,
+        config: &str,
+        tool: &str,
+        effect: &str,
+        recorded_effect: &str,
+    ) -> Result<Option<(String, String)>, Error> {
+        let api = self.api();
+        gate(api.call_lookup_call(
+            &mut self.host.store,
+            &config.to_owned(),
+            tool,
+            &effect.to_owned(),
+            &recorded_effect.to_owned(),
+        ))
+        .map(|c| c.map(call_of))
+    }
+
+    pub fn found(&mut self, config: &str, tool: &str, answer: &str) -> Result<bool, Error> {
+        let api = self.api();
+        gate(api.call_found(
+            &mut self.host.store,
+            &config.to_owned(),
+            tool,
+            &answer.to_owned(),
+        ))
     }
 }
 

@@ -1,0 +1,745 @@
+//! Tool gating (issue 14): which of an agent's tool calls are effects, and how a call becomes
+//! a proposal, a premise read, a send and a lookup. The MCP proxy and `protect()` in every
+//! host map calls through these rules only, so a call means the same effect everywhere.
+//!
+//! The configuration is the original's, as is:
+//! ```json
+//! {"journal_dir": ".interlock/mcp",
+//!  "tools": {"create_refund": {
+//!    "key": ["order_id"],
+//!    "premises": {"tool": "get_order", "arguments": {"order_id": "order_id"}, "fields": ["refunded_total"]},
+//!    "lookup": {"tool": "find_refund", "arguments": {"reference": "$effect_id"}, "found": "found"},
+//!    "idempotency_argument": "reference",
+//!    "dedupes": false}}}
+//! ```
+//! In `premises.arguments` and `lookup.arguments` each value names an argument of the call,
+//! or is `$effect_id` (the effect's id: a premise tool can then leave the effect's own
+//! refund out, and a lookup find it). A tool may also give `authority` (`{"lease": name}` or
+//! `{"approval": id}`), `target` (default: the tool's name), `timeout_ms`,
+//! `dedupe_window_ms`, `clock_skew_ms`, `bounds` (as a proposal's) and `cap` (`{"name",
+//! "limit_cents", "amount_argument"}`). Every other member is refused, at its JSON pointer.
+//!
+//! The effect is the call's arguments without the idempotency argument (which is the
+//! gate's to fill at the send); the key is `[tool, the key arguments' values...]`, so the
+//! same call under another payload is the same effect with a conflicting payload.
+
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+
+use serde_json::{json, Map, Value};
+
+use crate::canon::{canonical, effect_id_for};
+use crate::proposal::{field_err, parse_input, Proposal};
+use crate::types::GateError;
+
+/// The one value of a mapped argument that is not the name of a call argument.
+pub const EFFECT_ID: &str = "$effect_id";
+
+/// A call the host makes on the agent's behalf: a premise read, the send, a lookup.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolCall {
+    pub tool: String,
+    /// A JSON object.
+    pub arguments: Value,
+}
+
+#[derive(Clone, Debug)]
+struct Mapped {
+    tool: String,
+    /// Argument of the mapped tool -> an argument of the call, or [`EFFECT_ID`].
+    arguments: BTreeMap<String, String>,
+}
+
+#[derive(Clone, Debug)]
+struct Spec {
+    key: Vec<String>,
+    premises: Option<(Mapped, Vec<String>)>,
+    lookup: Option<(Mapped, String)>,
+    idempotency_argument: Option<String>,
+    dedupes: bool,
+    authority: Option<Value>,
+    target: Option<String>,
+    target_extra: Map<String, Value>,
+    bounds: Option<Value>,
+    cap: Option<(String, u64, String)>,
+}
+
+/// A checked configuration.
+#[derive(Clone, Debug)]
+pub struct ToolsConfig {
+    tools: BTreeMap<String, Spec>,
+}
+
+const TOP: [&str; 2] = ["journal_dir", "tools"];
+const TOOL: [&str; 12] = [
+    "key",
+    "premises",
+    "lookup",
+    "idempotency_argument",
+    "dedupes",
+    "authority",
+    "target",
+    "timeout_ms",
+    "dedupe_window_ms",
+    "clock_skew_ms",
+    "bounds",
+    "cap",
+];
+
+fn object<'v>(v: &'v Value, at: &str) -> Result<&'v Map<String, Value>, GateError> {
+    v.as_object()
+        .ok_or_else(|| field_err(at, "must be an object"))
+}
+
+fn only(m: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), GateError> {
+    match m.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(field_err(&format!("{at}/{k}"), "is not a field here")),
+        None => Ok(()),
+    }
+}
+
+fn string(v: Option<&Value>, at: &str) -> Result<String, GateError> {
+    match v {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
+        Some(_) => Err(field_err(at, "must be a non-empty string")),
+        None => Err(field_err(at, "is required")),
+    }
+}
+
+fn strings(v: Option<&Value>, at: &str) -> Result<Vec<String>, GateError> {
+    let list = match v {
+        Some(Value::Array(a)) if !a.is_empty() => a,
+        Some(_) => return Err(field_err(at, "must be a non-empty list of names")),
+        None => return Err(field_err(at, "is required")),
+    };
+    list.iter()
+        .enumerate()
+        .map(|(i, x)| string(Some(x), &format!("{at}/{i}")))
+        .collect()
+}
+
+fn mapped(v: &Value, at: &str, extra: &[&str]) -> Result<Mapped, GateError> {
+    let m = object(v, at)?;
+    let mut allowed = alloc::vec!["tool", "arguments"];
+    allowed.extend_from_slice(extra);
+    only(m, &allowed, at)?;
+    let tool = string(m.get("tool"), &format!("{at}/tool"))?;
+    let mut arguments = BTreeMap::new();
+    if let Some(a) = m.get("arguments") {
+        for (k, src) in object(a, &format!("{at}/arguments"))? {
+            arguments.insert(
+                k.clone(),
+                string(Some(src), &format!("{at}/arguments/{k}"))?,
+            );
+        }
+    }
+    Ok(Mapped { tool, arguments })
+}
+
+fn u64_of(v: &Value, at: &str) -> Result<u64, GateError> {
+    v.as_u64()
+        .ok_or_else(|| field_err(at, "must be a whole number of milliseconds"))
+}
+
+impl ToolsConfig {
+    /// Checks a configuration; every problem is `invalid-field` at its JSON pointer.
+    pub fn parse(text: &str) -> Result<ToolsConfig, GateError> {
+        let v = parse_input(text, "")?;
+        let top = object(&v, "")?;
+        only(top, &TOP, "")?;
+        if let Some(d) = top.get("journal_dir") {
+            string(Some(d), "/journal_dir")?;
+        }
+        let mut tools = BTreeMap::new();
+        let listed = object(
+            top.get("tools")
+                .ok_or_else(|| field_err("/tools", "is required"))?,
+            "/tools",
+        )?;
+        for (name, spec) in listed {
+            let at = format!("/tools/{name}");
+            tools.insert(name.clone(), Self::spec(spec, &at)?);
+        }
+        Ok(ToolsConfig { tools })
+    }
+
+    fn spec(v: &Value, at: &str) -> Result<Spec, GateError> {
+        let m = object(v, at)?;
+        only(m, &TOOL, at)?;
+        let premises = match m.get("premises") {
+            None => None,
+            Some(p) => {
+                let pat = format!("{at}/premises");
+                let fields = strings(object(p, &pat)?.get("fields"), &format!("{pat}/fields"))?;
+                Some((mapped(p, &pat, &["fields"])?, fields))
+            }
+        };
+        let lookup = match m.get("lookup") {
+            None => None,
+            Some(l) => {
+                let lat = format!("{at}/lookup");
+                let found = string(object(l, &lat)?.get("found"), &format!("{lat}/found"))?;
+                Some((mapped(l, &lat, &["found"])?, found))
+            }
+        };
+        let authority = match m.get("authority") {
+            None => None,
+            Some(a) => {
+                let aat = format!("{at}/authority");
+                let am = object(a, &aat)?;
+                only(am, &["lease", "approval"], &aat)?;
+                if am.len() != 1 {
+                    return Err(field_err(&aat, "names one lease or one approval"));
+                }
+                for (k, x) in am {
+                    string(Some(x), &format!("{aat}/{k}"))?;
+                }
+                Some(a.clone())
+            }
+        };
+        let mut target_extra = Map::new();
+        for k in ["timeout_ms", "dedupe_window_ms", "clock_skew_ms"] {
+            if let Some(x) = m.get(k) {
+                target_extra.insert(k.into(), json!(u64_of(x, &format!("{at}/{k}"))?));
+            }
+        }
+        let cap = match m.get("cap") {
+            None => None,
+            Some(c) => {
+                let cat = format!("{at}/cap");
+                let cm = object(c, &cat)?;
+                only(cm, &["name", "limit_cents", "amount_argument"], &cat)?;
+                let limit = cm
+                    .get("limit_cents")
+                    .and_then(Value::as_u64)
+                    .ok_or_else(|| {
+                        field_err(
+                            &format!("{cat}/limit_cents"),
+                            "must be a whole number of cents",
+                        )
+                    })?;
+                Some((
+                    string(cm.get("name"), &format!("{cat}/name"))?,
+                    limit,
+                    string(cm.get("amount_argument"), &format!("{cat}/amount_argument"))?,
+                ))
+            }
+        };
+        if let Some(b) = m.get("bounds") {
+            object(b, &format!("{at}/bounds"))?;
+        }
+        Ok(Spec {
+            key: strings(m.get("key"), &format!("{at}/key"))?,
+            premises,
+            lookup,
+            idempotency_argument: match m.get("idempotency_argument") {
+                None => None,
+                some => Some(string(some, &format!("{at}/idempotency_argument"))?),
+            },
+            dedupes: match m.get("dedupes") {
+                None => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => {
+                    return Err(field_err(&format!("{at}/dedupes"), "must be true or false"))
+                }
+            },
+            authority,
+            target: match m.get("target") {
+                None => None,
+                some => Some(string(some, &format!("{at}/target"))?),
+            },
+            target_extra,
+            bounds: m.get("bounds").cloned(),
+            cap,
+        })
+    }
+
+    /// The tools this configuration gates; every other tool passes through untouched.
+    pub fn gated(&self) -> Vec<String> {
+        self.tools.keys().cloned().collect()
+    }
+
+    fn spec_of(&self, tool: &str) -> Result<&Spec, GateError> {
+        self.tools
+            .get(tool)
+            .ok_or_else(|| field_err("/tool", format!("{tool:?} is not a gated tool")))
+    }
+
+    /// The effect a call of `tool` with `arguments` is: its key and effect, and its id.
+    fn effect(&self, tool: &str, arguments: &Value) -> Result<(Value, Value, String), GateError> {
+        let spec = self.spec_of(tool)?;
+        let args = object(arguments, "/arguments")?;
+        let mut key = alloc::vec![json!(tool)];
+        for k in &spec.key {
+            let v = args.get(k).ok_or_else(|| {
+                field_err(
+                    &format!("/arguments/{k}"),
+                    "is required: it is part of the effect's key",
+                )
+            })?;
+            key.push(v.clone());
+        }
+        let key = Value::Array(key);
+        let mut effect = args.clone();
+        if let Some(i) = &spec.idempotency_argument {
+            effect.remove(i);
+        }
+        let effect = Value::Object(effect);
+        let id = effect_id_for(Some(&key), &effect);
+        Ok((key, effect, id))
+    }
+
+    fn call(
+        m: &Mapped,
+        args: &Map<String, Value>,
+        id: &str,
+        at: &str,
+    ) -> Result<ToolCall, GateError> {
+        let mut out = Map::new();
+        for (name, src) in &m.arguments {
+            let v = if src == EFFECT_ID {
+                json!(id)
+            } else {
+                args.get(src).cloned().ok_or_else(|| {
+                    field_err(
+                        &format!("/arguments/{src}"),
+                        format!("is required: {at} passes it"),
+                    )
+                })?
+            };
+            out.insert(name.clone(), v);
+        }
+        Ok(ToolCall {
+            tool: m.tool.clone(),
+            arguments: Value::Object(out),
+        })
+    }
+
+    /// The premise read to make before a call of `tool`, if its configuration names one.
+    pub fn premise_call(
+        &self,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<Option<ToolCall>, GateError> {
+        let (_, _, id) = self.effect(tool, arguments)?;
+        let spec = self.spec_of(tool)?;
+        let args = object(arguments, "/arguments")?;
+        spec.premises
+            .as_ref()
+            .map(|(m, _)| Self::call(m, args, &id, "the premise tool"))
+            .transpose()
+    }
+
+    /// The proposal for a call of `tool` with `arguments`, the premise tool's answer in
+    /// `premises` (when the configuration names one), proposed by `agent` under the tool's
+    /// authority, else under `authority` (the host's). The gate checks it in full.
+    pub fn proposal(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        premises: Option<&Value>,
+        agent: &str,
+        authority: Option<&Value>,
+    ) -> Result<String, GateError> {
+        let spec = self.spec_of(tool)?;
+        let (key, effect, _) = self.effect(tool, arguments)?;
+        let mut target = Map::new();
+        target.insert("name".into(), json!(spec.target.as_deref().unwrap_or(tool)));
+        target.insert("dedupes".into(), json!(spec.dedupes));
+        target.insert("lookup".into(), json!(spec.lookup.is_some()));
+        target.extend(spec.target_extra.clone());
+        let authority = spec
+            .authority
+            .clone()
+            .or_else(|| authority.cloned())
+            .ok_or_else(|| {
+                field_err(
+                    &format!("/tools/{tool}/authority"),
+                    "no authority: name a lease or an approval for the tool, or give the host's",
+                )
+            })?;
+        let mut p = json!({"agent": agent, "target": target, "key": key, "effect": effect, "authority": authority});
+        if let Some((_, fields)) = &spec.premises {
+            let answer = premises
+                .ok_or_else(|| field_err("/premises", "the premise tool's answer is required"))?;
+            let answer = object(answer, "/premises")?;
+            let mut picked = Map::new();
+            for f in fields {
+                let v = answer.get(f).ok_or_else(|| {
+                    field_err(
+                        &format!("/premises/{f}"),
+                        "the premise tool's answer has no such field",
+                    )
+                })?;
+                picked.insert(f.clone(), v.clone());
+            }
+            p["premises"] = Value::Object(picked);
+        }
+        if let Some(b) = &spec.bounds {
+            p["bounds"] = b.clone();
+        }
+        if let Some((name, limit, amount_arg)) = &spec.cap {
+            let amount = effect
+                .get(amount_arg)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| {
+                    field_err(
+                        &format!("/arguments/{amount_arg}"),
+                        "must be a whole number of cents: the cap counts it",
+                    )
+                })?;
+            p["cap"] = json!({"name": name, "limit_cents": limit, "amount_cents": amount});
+        }
+        let text = canonical(&p);
+        Proposal::parse(&text)?;
+        Ok(text)
+    }
+
+    /// The send: the call itself, with the gate's idempotency key in the tool's idempotency
+    /// argument (when it has one) in place of anything the agent put there.
+    pub fn send_call(
+        &self,
+        tool: &str,
+        arguments: &Value,
+        idempotency_key: &str,
+    ) -> Result<ToolCall, GateError> {
+        let spec = self.spec_of(tool)?;
+        let (_, mut effect, _) = self.effect(tool, arguments)?;
+        if let (Some(i), Some(m)) = (&spec.idempotency_argument, effect.as_object_mut()) {
+            m.insert(i.clone(), json!(idempotency_key));
+        }
+        Ok(ToolCall {
+            tool: tool.to_string(),
+            arguments: effect,
+        })
+    }
+
+    /// The lookup for effect `effect_id` of `tool` (its recorded `effect`: the call's
+    /// arguments), if the configuration names one.
+    pub fn lookup_call(
+        &self,
+        tool: &str,
+        effect_id: &str,
+        effect: &Value,
+    ) -> Result<Option<ToolCall>, GateError> {
+        let spec = self.spec_of(tool)?;
+        let args = object(effect, "/effect")?;
+        spec.lookup
+            .as_ref()
+            .map(|(m, _)| Self::call(m, args, effect_id, "the lookup tool"))
+            .transpose()
+    }
+
+    /// Whether the lookup tool's `answer` says the effect was found: its `found` field is
+    /// present and neither null nor false.
+    pub fn found(&self, tool: &str, answer: &Value) -> Result<bool, GateError> {
+        let spec = self.spec_of(tool)?;
+        let (_, field) = spec.lookup.as_ref().ok_or_else(|| {
+            field_err(&format!("/tools/{tool}/lookup"), "this tool has no lookup")
+        })?;
+        Ok(!matches!(
+            answer.get(field),
+            None | Some(Value::Null) | Some(Value::Bool(false))
+        ))
+    }
+}
+
+/// The same functions with JSON text in and out (the component's exports): a call is
+/// `(tool, canonical JSON of its arguments)`.
+pub mod text {
+    use super::*;
+
+    fn call(c: ToolCall) -> (String, String) {
+        (c.tool, canonical(&c.arguments))
+    }
+
+    /// The tools a configuration gates.
+    pub fn check_config(config: &str) -> Result<Vec<String>, GateError> {
+        Ok(ToolsConfig::parse(config)?.gated())
+    }
+
+    pub fn premise_call(
+        config: &str,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<Option<(String, String)>, GateError> {
+        let args = parse_input(arguments, "/arguments")?;
+        Ok(ToolsConfig::parse(config)?
+            .premise_call(tool, &args)?
+            .map(call))
+    }
+
+    pub fn proposal(
+        config: &str,
+        tool: &str,
+        arguments: &str,
+        premises: Option<&str>,
+        agent: &str,
+        authority: Option<&str>,
+    ) -> Result<String, GateError> {
+        let args = parse_input(arguments, "/arguments")?;
+        let premises = premises.map(|p| parse_input(p, "/premises")).transpose()?;
+        let authority = authority
+            .map(|a| parse_input(a, "/authority"))
+            .transpose()?;
+        ToolsConfig::parse(config)?.proposal(
+            tool,
+            &args,
+            premises.as_ref(),
+            agent,
+            authority.as_ref(),
+        )
+    }
+
+    pub fn send_call(
+        config: &str,
+        tool: &str,
+        arguments: &str,
+        idempotency_key: &str,
+    ) -> Result<(String, String), GateError> {
+        let args = parse_input(arguments, "/arguments")?;
+        Ok(call(ToolsConfig::parse(config)?.send_call(
+            tool,
+            &args,
+            idempotency_key,
+        )?))
+    }
+
+    pub fn lookup_call(
+        config: &str,
+        tool: &str,
+        effect_id: &str,
+        recorded_effect: &str,
+    ) -> Result<Option<(String, String)>, GateError> {
+        let effect = parse_input(recorded_effect, "/effect")?;
+        Ok(ToolsConfig::parse(config)?
+            .lookup_call(tool, effect_id, &effect)?
+            .map(call))
+    }
+
+    pub fn found(config: &str, tool: &str, answer: &str) -> Result<bool, GateError> {
+        let answer = parse_input(answer, "/answer")?;
+        ToolsConfig::parse(config)?.found(tool, &answer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"{"journal_dir": ".interlock/mcp",
+      "tools": {"create_refund": {
+        "key": ["order_id"],
+        "premises": {"tool": "get_order", "arguments": {"order_id": "order_id", "excluding": "$effect_id"}, "fields": ["refunded_total"]},
+        "lookup": {"tool": "find_refund", "arguments": {"reference": "$effect_id"}, "found": "found"},
+        "idempotency_argument": "reference",
+        "dedupes": false,
+        "authority": {"lease": "case-4471"},
+        "timeout_ms": 5000}}}"#;
+
+    fn config() -> ToolsConfig {
+        ToolsConfig::parse(CONFIG).unwrap()
+    }
+
+    fn pointer(e: GateError) -> String {
+        match e {
+            GateError::InvalidField { field, .. } => field,
+            other => panic!("not invalid-field: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_call_maps_to_a_premise_read_a_proposal_a_send_and_a_lookup() {
+        let c = config();
+        let args = json!({"order_id": "o1", "amount_cents": 2000, "reference": "agent-made"});
+        let read = c.premise_call("create_refund", &args).unwrap().unwrap();
+        let id = read.arguments["excluding"].as_str().unwrap().to_string();
+        assert_eq!(read.tool, "get_order");
+        assert_eq!(read.arguments["order_id"], "o1");
+        let p = c
+            .proposal(
+                "create_refund",
+                &args,
+                Some(&json!({"refunded_total": 0, "other": 1})),
+                "agent",
+                None,
+            )
+            .unwrap();
+        let p: Value = serde_json::from_str(&p).unwrap();
+        assert_eq!(p["key"], json!(["create_refund", "o1"]));
+        // The agent's idempotency argument is not part of the effect; the gate fills it.
+        assert_eq!(p["effect"], json!({"order_id": "o1", "amount_cents": 2000}));
+        assert_eq!(p["premises"], json!({"refunded_total": 0}));
+        assert_eq!(
+            p["target"],
+            json!({"name": "create_refund", "dedupes": false, "lookup": true, "timeout_ms": 5000})
+        );
+        assert_eq!(Proposal::parse(&p.to_string()).unwrap().effect_id(), id);
+        let send = c.send_call("create_refund", &args, &id).unwrap();
+        assert_eq!(
+            send.arguments,
+            json!({"order_id": "o1", "amount_cents": 2000, "reference": id})
+        );
+        let look = c
+            .lookup_call("create_refund", &id, &p["effect"])
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            look,
+            ToolCall {
+                tool: "find_refund".into(),
+                arguments: json!({"reference": id})
+            }
+        );
+        assert!(c
+            .found("create_refund", &json!({"found": {"id": "re_1"}}))
+            .unwrap());
+        assert!(!c.found("create_refund", &json!({"found": null})).unwrap());
+        assert!(!c.found("create_refund", &json!({})).unwrap());
+    }
+
+    #[test]
+    fn the_same_key_with_another_payload_is_the_same_effect() {
+        let c = config();
+        let a = c
+            .premise_call(
+                "create_refund",
+                &json!({"order_id": "o1", "amount_cents": 2000}),
+            )
+            .unwrap()
+            .unwrap();
+        let b = c
+            .premise_call(
+                "create_refund",
+                &json!({"order_id": "o1", "amount_cents": 3000}),
+            )
+            .unwrap()
+            .unwrap();
+        assert_eq!(a.arguments["excluding"], b.arguments["excluding"]);
+    }
+
+    #[test]
+    fn a_bad_config_is_refused_at_the_json_pointer_of_the_problem() {
+        for (text, at) in [
+            (r#"[]"#, ""),
+            (r#"{"tools": {}, "jorunal_dir": "x"}"#, "/jorunal_dir"),
+            (r#"{}"#, "/tools"),
+            (r#"{"tools": {"t": {}}}"#, "/tools/t/key"),
+            (r#"{"tools": {"t": {"key": []}}}"#, "/tools/t/key"),
+            (r#"{"tools": {"t": {"key": ["a", 3]}}}"#, "/tools/t/key/1"),
+            (
+                r#"{"tools": {"t": {"key": ["a"], "premise": {}}}}"#,
+                "/tools/t/premise",
+            ),
+            (
+                r#"{"tools": {"t": {"key": ["a"], "premises": {"tool": "g"}}}}"#,
+                "/tools/t/premises/fields",
+            ),
+            (
+                r#"{"tools": {"t": {"key": ["a"], "premises": {"tool": "g", "fields": ["f"], "arguments": {"x": 1}}}}}"#,
+                "/tools/t/premises/arguments/x",
+            ),
+            (
+                r#"{"tools": {"t": {"key": ["a"], "lookup": {"tool": "f"}}}}"#,
+                "/tools/t/lookup/found",
+            ),
+            (
+                r#"{"tools": {"t": {"key": ["a"], "dedupes": "yes"}}}"#,
+                "/tools/t/dedupes",
+            ),
+            (
+                r#"{"tools": {"t": {"key": ["a"], "timeout_ms": -1}}}"#,
+                "/tools/t/timeout_ms",
+            ),
+            (
+                r#"{"tools": {"t": {"key": ["a"], "authority": {"lease": "l", "approval": "a"}}}}"#,
+                "/tools/t/authority",
+            ),
+            (
+                r#"{"tools": {"t": {"key": ["a"], "cap": {"name": "c", "limit_cents": 100}}}}"#,
+                "/tools/t/cap/amount_argument",
+            ),
+        ] {
+            assert_eq!(pointer(ToolsConfig::parse(text).unwrap_err()), at, "{text}");
+        }
+    }
+
+    #[test]
+    fn bad_calls_are_refused_at_their_pointer_before_anything_is_asked() {
+        let c = config();
+        // A key argument is missing.
+        let e = c
+            .premise_call("create_refund", &json!({"amount_cents": 2000}))
+            .unwrap_err();
+        assert_eq!(pointer(e), "/arguments/order_id");
+        // The premise tool's answer lacks a field the proposal rests on.
+        let args = json!({"order_id": "o1", "amount_cents": 2000});
+        let e = c
+            .proposal(
+                "create_refund",
+                &args,
+                Some(&json!({"total": 0})),
+                "agent",
+                None,
+            )
+            .unwrap_err();
+        assert_eq!(pointer(e), "/premises/refunded_total");
+        // A tool the configuration does not gate.
+        assert_eq!(
+            pointer(c.send_call("get_order", &args, "k").unwrap_err()),
+            "/tool"
+        );
+        // No authority anywhere: never a silent default.
+        let bare = ToolsConfig::parse(r#"{"tools": {"t": {"key": ["a"]}}}"#).unwrap();
+        let e = bare
+            .proposal("t", &json!({"a": 1}), None, "agent", None)
+            .unwrap_err();
+        assert_eq!(pointer(e), "/tools/t/authority");
+        let p = bare
+            .proposal(
+                "t",
+                &json!({"a": 1}),
+                None,
+                "agent",
+                Some(&json!({"lease": "host-lease"})),
+            )
+            .unwrap();
+        assert!(p.contains("host-lease"), "{p}");
+    }
+
+    #[test]
+    fn a_cap_counts_the_named_argument() {
+        let c = ToolsConfig::parse(
+            r#"{"tools": {"refund": {"key": ["order"], "authority": {"lease": "l"},
+                "cap": {"name": "order-cap", "limit_cents": 3000, "amount_argument": "amount"}}}}"#,
+        )
+        .unwrap();
+        let p: Value = serde_json::from_str(
+            &c.proposal(
+                "refund",
+                &json!({"order": "o", "amount": 2000}),
+                None,
+                "agent",
+                None,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            p["cap"],
+            json!({"name": "order-cap", "limit_cents": 3000, "amount_cents": 2000})
+        );
+        let e = c
+            .proposal(
+                "refund",
+                &json!({"order": "o", "amount": "20"}),
+                None,
+                "agent",
+                None,
+            )
+            .unwrap_err();
+        assert_eq!(pointer(e), "/arguments/amount");
+    }
+}
