@@ -41,6 +41,42 @@ impl Config {
     }
 }
 
+/// Every host submits new effects on its own thread, all started at once, for `run_for`:
+/// how many were committed, and how long the slowest thread took.
+pub(crate) fn submit_for(hosts: Vec<GateHost>, run_for: Duration) -> Result<(u64, Duration)> {
+    let start = Arc::new(Barrier::new(hosts.len() + 1));
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = hosts
+            .into_iter()
+            .enumerate()
+            .map(|(t, mut host)| {
+                let start = start.clone();
+                scope.spawn(move || -> Result<u64> {
+                    start.wait();
+                    let began = Instant::now();
+                    let mut done = 0u64;
+                    while began.elapsed() < run_for {
+                        let n = (t as u64) << 32 | done;
+                        let o = host
+                            .submit(&proposal(n), &mut NullTarget)
+                            .map_err(gate_err)?;
+                        ensure!(o.state == State::Committed, "{o:?}");
+                        done += 1;
+                    }
+                    Ok(done)
+                })
+            })
+            .collect();
+        start.wait();
+        let began = Instant::now();
+        let mut total = 0;
+        for h in handles {
+            total += h.join().expect("a bench thread panicked")?;
+        }
+        Ok((total, began.elapsed()))
+    })
+}
+
 pub(crate) fn gate_err(e: interlock_cli::Error) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
@@ -232,36 +268,7 @@ pub fn concurrency(cfg: &Config) -> Result<Vec<Figure>> {
             hosts.push(h);
         }
         let fs0 = shared.fsyncs();
-        let start = Arc::new(Barrier::new(in_flight + 1));
-        let counts = std::thread::scope(|scope| -> Result<(Vec<u64>, Duration)> {
-            let mut handles = Vec::new();
-            for (t, mut host) in hosts.into_iter().enumerate() {
-                let start = start.clone();
-                handles.push(scope.spawn(move || -> Result<u64> {
-                    start.wait();
-                    let began = Instant::now();
-                    let mut done = 0u64;
-                    while began.elapsed() < run_for {
-                        let n = (t as u64) << 32 | done;
-                        let o = host
-                            .submit(&proposal(n), &mut NullTarget)
-                            .map_err(gate_err)?;
-                        ensure!(o.state == State::Committed, "{o:?}");
-                        done += 1;
-                    }
-                    Ok(done)
-                }));
-            }
-            start.wait();
-            let began = Instant::now();
-            let mut counts = Vec::new();
-            for h in handles {
-                counts.push(h.join().expect("a bench thread panicked")?);
-            }
-            Ok((counts, began.elapsed()))
-        })?;
-        let (counts, elapsed) = counts;
-        let total: u64 = counts.iter().sum();
+        let (total, elapsed) = submit_for(hosts, run_for)?;
         let rate = total as f64 / elapsed.as_secs_f64();
         if in_flight == 1 {
             serial = rate;

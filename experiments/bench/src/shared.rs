@@ -6,17 +6,17 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Barrier};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-use anyhow::{ensure, Result};
-use interlock_cli::{Clock, GateHost, JournalBackend, State};
+use anyhow::Result;
+use interlock_cli::{Clock, GateHost, JournalBackend};
 use interlock_core::{Journal, JournalError};
 use interlock_file_journal::SharedFileJournal;
 use interlock_sql_journal::testing::Cluster;
 
-use crate::benches::{gate_err, Config};
-use crate::common::{proposal, NullTarget, LEASE, LEASE_UNTIL_MS, T0_MS};
+use crate::benches::{gate_err, submit_for, Config};
+use crate::common::{LEASE, LEASE_UNTIL_MS, T0_MS};
 
 /// The heading of the kill runs' section, which a new table keeps.
 pub const KILL_RUNS: &str = "## Kill runs";
@@ -105,37 +105,7 @@ fn measure(
         counts.appends.load(Ordering::Relaxed),
         counts.durable.load(Ordering::Relaxed),
     );
-    let start = Arc::new(Barrier::new(workers + 1));
-    let (effects, elapsed) = std::thread::scope(|scope| -> Result<(u64, Duration)> {
-        let handles: Vec<_> = hosts
-            .into_iter()
-            .enumerate()
-            .map(|(t, mut host)| {
-                let start = start.clone();
-                scope.spawn(move || -> Result<u64> {
-                    start.wait();
-                    let began = Instant::now();
-                    let mut done = 0u64;
-                    while began.elapsed() < run_for {
-                        let n = (t as u64) << 32 | done;
-                        let o = host
-                            .submit(&proposal(n), &mut NullTarget)
-                            .map_err(gate_err)?;
-                        ensure!(o.state == State::Committed, "{o:?}");
-                        done += 1;
-                    }
-                    Ok(done)
-                })
-            })
-            .collect();
-        start.wait();
-        let began = Instant::now();
-        let mut total = 0;
-        for h in handles {
-            total += h.join().expect("a bench thread panicked")?;
-        }
-        Ok((total, began.elapsed()))
-    })?;
+    let (effects, elapsed) = submit_for(hosts, run_for)?;
     Ok(Row {
         backend,
         workers,

@@ -71,6 +71,17 @@ fn proposal(k: u64) -> String {
     .to_string()
 }
 
+/// The run, for the other hosts' workers (one JSON argument), so that they hold none of its
+/// constants: the proposal of effect 0 (a worker sets `key` and `effect.order` for effect k,
+/// as [`proposal`] does), the orders, the window of keys and the service's send wait.
+fn plan() -> String {
+    json!({
+        "proposal": serde_json::from_str::<Value>(&proposal(0)).unwrap(),
+        "orders": ORDERS, "window": WINDOW, "window_ms": WINDOW_MS, "send_wait_ms": SEND_WAIT_MS,
+    })
+    .to_string()
+}
+
 /// The one payments service of every worker: its state file, each request under the lock
 /// of `<file>.lock`, read fresh and saved (atomically, durably) before the reply. A request
 /// that cannot get to the service within [`SEND_WAIT_MS`] is given up unsent (`None`): the
@@ -192,7 +203,8 @@ fn spawn_worker(host: &Host, url: &str, service: &Path, seed: u64, start_ms: u64
                 .arg(url)
                 .arg(service)
                 .arg(seed.to_string())
-                .arg(start_ms.to_string());
+                .arg(start_ms.to_string())
+                .arg(plan());
             c
         }
     };

@@ -5,30 +5,23 @@
 // up unsent when the service cannot take it within a quarter of the claim), until it is
 // killed. Prints `ready` once set up.
 //
-//   node shared-worker.js URL SERVICE_FILE SEED START_MS
+//   node shared-worker.js URL SERVICE_FILE SEED START_MS PLAN
+//
+// PLAN is the run as the test gives it (JSON): the proposal of effect 0, the number of
+// orders, the window of keys and the service's send wait, so this file holds none of them.
 import { createRequire } from 'node:module';
 import fs from 'node:fs';
 import { Gate, GateError, Payments, SystemClock, gateComponent, openJournal, paymentsTarget } from '../src/index.js';
 
 const { flockSync } = createRequire(import.meta.url)('fs-ext');
 
-// The run's constants: hosts/cli/tests/shared_kill.rs holds the same.
-const ORDERS = 24;
-const AMOUNT_CENTS = 100;
-const WINDOW = 6;
-const WINDOW_MS = 500;
-const TIMEOUT_MS = 1000;
-const SEND_WAIT_MS = TIMEOUT_MS / 4;
-const LEASE = 'case-4471';
-
-const proposal = (k) => JSON.stringify({
-  agent: 'refund-agent',
-  target: { name: 'payments', dedupes: false, lookup: true, timeout_ms: TIMEOUT_MS },
-  key: `refund:${k}`,
-  effect: { order: `order_${k % ORDERS}`, amount_cents: AMOUNT_CENTS },
-  authority: { lease: LEASE },
-  premises: { eligible: true },
-});
+/** Effect `k`: the plan's proposal under key `refund:k`, on order `k` mod orders. */
+const proposal = (plan, k) => {
+  const p = structuredClone(plan.proposal);
+  p.key = `refund:${k}`;
+  p.effect.order = `order_${k % plan.orders}`;
+  return JSON.stringify(p);
+};
 
 /** splitmix64, as the test's workers draw. */
 function rng(seed) {
@@ -45,12 +38,12 @@ function rng(seed) {
 const sleepSync = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
 
 /** The run's one payments service, one request at a time. */
-function sharedService(path, clock) {
+function sharedService(path, clock, sendWaitMs) {
   const lockPath = path.replace(/\.json$/, '.lock');
   const withService = async (f) => {
     const fd = fs.openSync(lockPath, 'a');
     try {
-      const until = Date.now() + SEND_WAIT_MS;
+      const until = Date.now() + sendWaitMs;
       for (;;) {
         try {
           flockSync(fd, 'exnb');
@@ -77,19 +70,20 @@ function sharedService(path, clock) {
   };
 }
 
-const [url, service, seed, startMs] = process.argv.slice(2);
+const [url, service, seed, startMs, planText] = process.argv.slice(2);
+const plan = JSON.parse(planText);
 const draw = rng(seed);
 const clock = new SystemClock();
 const gate = await Gate.instantiate(await gateComponent(), { journal: openJournal(url), clock });
-const target = sharedService(service, clock);
+const target = sharedService(service, clock, plan.send_wait_ms);
 console.log('ready');
 for (;;) {
   try {
     if (draw(5) === 0) {
       await gate.recoverAll(target);
     } else {
-      const window = Math.floor((clock.nowMs() - Number(startMs)) / WINDOW_MS);
-      await gate.submit(proposal(window * WINDOW + draw(WINDOW)), target);
+      const window = Math.floor((clock.nowMs() - Number(startMs)) / plan.window_ms);
+      await gate.submit(proposal(plan, window * plan.window + draw(plan.window)), target);
     }
   } catch (e) {
     // A gate error (the journal failing while the server restarts) ends one operation;

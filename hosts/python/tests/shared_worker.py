@@ -5,7 +5,10 @@ payments service of the run (its state file, each request under the flock of
 ``payments.lock``, given up unsent when the service cannot take it within a quarter of the
 claim), until it is killed. Prints ``ready`` once set up.
 
-    python shared_worker.py URL SERVICE_FILE SEED START_MS
+    python shared_worker.py URL SERVICE_FILE SEED START_MS PLAN
+
+PLAN is the run as the test gives it (JSON): the proposal of effect 0, the number of orders,
+the window of keys and the service's send wait, so this file holds none of them.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import os
 import random
 import sys
 import time
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 from wasmtime.component import Variant
 
@@ -27,39 +30,28 @@ from interlock.payments_sim import Payments
 from interlock.sql_journal import open_url
 from interlock.targets import PaymentsTarget
 
-# The run's constants: hosts/cli/tests/shared_kill.rs holds the same.
-ORDERS = 24
-AMOUNT_CENTS = 100
-WINDOW = 6
-WINDOW_MS = 500
-TIMEOUT_MS = 1_000
-SEND_WAIT_MS = TIMEOUT_MS // 4
-LEASE = "case-4471"
 
-
-def proposal(k: int) -> str:
-    return json.dumps({
-        "agent": "refund-agent",
-        "target": {"name": "payments", "dedupes": False, "lookup": True, "timeout_ms": TIMEOUT_MS},
-        "key": f"refund:{k}",
-        "effect": {"order": f"order_{k % ORDERS}", "amount_cents": AMOUNT_CENTS},
-        "authority": {"lease": LEASE},
-        "premises": {"eligible": True},
-    })
+def proposal(plan: Dict[str, Any], k: int) -> str:
+    """Effect ``k``: the plan's proposal under key ``refund:k``, on order ``k`` mod orders."""
+    p = json.loads(json.dumps(plan["proposal"]))
+    p["key"] = f"refund:{k}"
+    p["effect"]["order"] = f"order_{k % plan['orders']}"
+    return json.dumps(p)
 
 
 class SharedService:
     """The run's one payments service, one request at a time (see the module docstring)."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, send_wait_ms: int):
         self.path = path
+        self.send_wait_ms = send_wait_ms
         self.lock_path = os.path.splitext(path)[0] + ".lock"
         self.clock = SystemClock()
 
     def _with(self, f: Callable[[PaymentsTarget], Variant]) -> Optional[Variant]:
         fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            until = time.monotonic() + SEND_WAIT_MS / 1000
+            until = time.monotonic() + self.send_wait_ms / 1000
             while True:
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -93,18 +85,20 @@ class SharedService:
 
 def main() -> None:
     url, service, seed, start_ms = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    plan = json.loads(sys.argv[5])
     rng = random.Random(seed)
     clock = SystemClock()
     gate = GateHost(JournalRef(open_url(url)), clock)
-    target = SharedService(service)
+    target = SharedService(service, plan["send_wait_ms"])
     print("ready", flush=True)
     while True:
         try:
             if rng.randrange(5) == 0:
                 gate.recover_all(target)
             else:
-                window = (clock.now_ms() - start_ms) // WINDOW_MS
-                gate.submit(proposal(window * WINDOW + rng.randrange(WINDOW)), target)
+                window = (clock.now_ms() - start_ms) // plan["window_ms"]
+                k = window * plan["window"] + rng.randrange(plan["window"])
+                gate.submit(proposal(plan, k), target)
         except Exception as e:  # noqa: BLE001 - a journal error (a restart) ends one operation
             print(f"error: {e}", file=sys.stderr)
             if gate.broken:

@@ -13,6 +13,7 @@
 import { Worker, MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { JournalError } from '../errors.js';
+import { appendNothing } from './sql.js';
 
 /**
  * @import { JournalBackend } from '../types.js'
@@ -168,9 +169,7 @@ export class PostgresJournal {
    */
   append(stream, expectedLength, entries, durable, open) {
     if (entries.length === 0) {
-      const actual = this.length(stream);
-      if (actual !== expectedLength) throw new JournalError('conflict', actual);
-      if (durable) this.sync();
+      appendNothing(this, stream, expectedLength, durable);
       return;
     }
     this.#call({ op: 'append', stream, expectedLength, entries, durable, open });

@@ -85,6 +85,21 @@ export function checkRun(stream, start, seqs) {
 }
 
 /**
+ * An append of no entries, as every SQL journal takes it: nothing is written and the
+ * stream (and its `open`) stays as it is; a wrong expected length is the conflict; a
+ * `durable` one still syncs.
+ * @param {{ length(stream: string): number, sync(): void }} journal
+ * @param {string} stream
+ * @param {number} expectedLength
+ * @param {boolean} durable
+ */
+export function appendNothing(journal, stream, expectedLength, durable) {
+  const actual = journal.length(stream);
+  if (actual !== expectedLength) throw new JournalError('conflict', actual);
+  if (durable) journal.sync();
+}
+
+/**
  * The JournalError for `text`, its message the text itself (the gate gets exactly the
  * words the Rust backends give).
  * @param {'io' | 'corrupt' | 'other'} tag

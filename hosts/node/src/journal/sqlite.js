@@ -15,7 +15,7 @@ import { createRequire } from 'node:module';
 import { JournalError } from '../errors.js';
 import './format-node.js';
 import { validateAppend, formatFileText } from './format.js';
-import { FORMAT_KEY, schemaStatements, checkStoredFormat, checkRun, journalError } from './sql.js';
+import { FORMAT_KEY, schemaStatements, checkStoredFormat, checkRun, journalError, appendNothing } from './sql.js';
 
 /**
  * @import { JournalBackend } from '../types.js'
@@ -222,9 +222,7 @@ export class SqliteJournal {
    */
   append(stream, expectedLength, entries, durable, open) {
     if (entries.length === 0) {
-      const actual = this.length(stream);
-      if (actual !== expectedLength) throw new JournalError('conflict', actual);
-      if (durable) this.sync();
+      appendNothing(this, stream, expectedLength, durable);
       return;
     }
     this.#run((db) => {
