@@ -99,6 +99,9 @@ macro_rules! same_enum {
         impl From<$from> for $to {
             fn from(x: $from) -> $to { match x { $(<$from>::$v => <$to>::$v),+ } }
         }
+        impl From<$to> for $from {
+            fn from(x: $to) -> $from { match x { $(<$to>::$v => <$from>::$v),+ } }
+        }
     };
 }
 same_enum!(core_::State => ty::State { Proposed, Authorized, Dispatched, Committed, Refused, Ambiguous, Confirmed });
@@ -122,6 +125,29 @@ fn outcome(o: core_::Outcome) -> ty::Outcome {
             .changed
             .into_iter()
             .map(|c| ty::PremiseChange {
+                name: c.name,
+                was: c.was,
+                now: c.now,
+            })
+            .collect(),
+        return_to: o.return_to,
+        replayed: o.replayed,
+        retry_after_ms: o.retry_after_ms,
+    }
+}
+
+/// The outcome a host hands back (`tools.reply`), in the core's terms.
+fn core_outcome(o: ty::Outcome) -> core_::Outcome {
+    core_::Outcome {
+        effect_id: o.effect_id,
+        state: o.state.into(),
+        reason: o.reason.map(Into::into),
+        executed: o.executed.into(),
+        result: o.result,
+        changed: o
+            .changed
+            .into_iter()
+            .map(|c| core_::PremiseChange {
                 name: c.name,
                 was: c.was,
                 now: c.now,
@@ -290,6 +316,22 @@ impl tl::Guest for Component {
     }
     fn found(config: String, tool: String, answer: String) -> Result<bool, g::GateError> {
         core_::tools::text::found(&config, &tool, &answer).map_err(err)
+    }
+    fn premises(config: String, tool: String, answer: String) -> Result<String, g::GateError> {
+        core_::tools::text::premises(&config, &tool, &answer).map_err(err)
+    }
+    fn mcp_answer(tool_result: String) -> Result<tl::ToolAnswer, g::GateError> {
+        core_::tools::text::mcp_answer(&tool_result)
+            .map(|(is_error, value)| tl::ToolAnswer { is_error, value })
+            .map_err(err)
+    }
+    fn reply(tool: String, outcome: ty::Outcome) -> tl::ToolReply {
+        let r = core_::tools::reply(&tool, &core_outcome(outcome));
+        tl::ToolReply {
+            is_error: r.is_error,
+            message: r.message,
+            outcome: core_::canonical(&r.outcome),
+        }
     }
 }
 

@@ -15,7 +15,7 @@
 //! In `premises.arguments` and `lookup.arguments` each value names an argument of the call,
 //! or is `$effect_id` (the effect's id: a premise tool can then leave the effect's own
 //! refund out, and a lookup find it). A tool may also give `authority` (`{"lease": name}` or
-//! `{"approval": id}`), `target` (default: the tool's name), `timeout_ms`,
+//! `{"approval": id}`), `timeout_ms`,
 //! `dedupe_window_ms`, `clock_skew_ms`, `bounds` (as a proposal's) and `cap` (`{"name",
 //! "limit_cents", "amount_argument"}`). Every other member is refused, at its JSON pointer.
 //!
@@ -32,7 +32,7 @@ use serde_json::{json, Map, Value};
 
 use crate::canon::{canonical, effect_id_for};
 use crate::proposal::{field_err, parse_input, Proposal};
-use crate::types::GateError;
+use crate::types::{GateError, Outcome, Reason, State};
 
 /// The one value of a mapped argument that is not the name of a call argument.
 pub const EFFECT_ID: &str = "$effect_id";
@@ -60,7 +60,6 @@ struct Spec {
     idempotency_argument: Option<String>,
     dedupes: bool,
     authority: Option<Value>,
-    target: Option<String>,
     target_extra: Map<String, Value>,
     bounds: Option<Value>,
     cap: Option<(String, u64, String)>,
@@ -73,14 +72,13 @@ pub struct ToolsConfig {
 }
 
 const TOP: [&str; 2] = ["journal_dir", "tools"];
-const TOOL: [&str; 12] = [
+const TOOL: [&str; 11] = [
     "key",
     "premises",
     "lookup",
     "idempotency_argument",
     "dedupes",
     "authority",
-    "target",
     "timeout_ms",
     "dedupe_window_ms",
     "clock_skew_ms",
@@ -246,10 +244,6 @@ impl ToolsConfig {
                 }
             },
             authority,
-            target: match m.get("target") {
-                None => None,
-                some => Some(string(some, &format!("{at}/target"))?),
-            },
             target_extra,
             bounds: m.get("bounds").cloned(),
             cap,
@@ -332,6 +326,30 @@ impl ToolsConfig {
             .transpose()
     }
 
+    /// The premises in the premise tool's `answer`: its fields the configuration names, as
+    /// a proposal records them and as a re-check (`reply.captured`) answers them.
+    pub fn premises(&self, tool: &str, answer: &Value) -> Result<Value, GateError> {
+        let spec = self.spec_of(tool)?;
+        let (_, fields) = spec.premises.as_ref().ok_or_else(|| {
+            field_err(
+                &format!("/tools/{tool}/premises"),
+                "this tool has no premise tool",
+            )
+        })?;
+        let answer = object(answer, "/premises")?;
+        let mut picked = Map::new();
+        for f in fields {
+            let v = answer.get(f).ok_or_else(|| {
+                field_err(
+                    &format!("/premises/{f}"),
+                    "the premise tool's answer has no such field",
+                )
+            })?;
+            picked.insert(f.clone(), v.clone());
+        }
+        Ok(Value::Object(picked))
+    }
+
     /// The proposal for a call of `tool` with `arguments`, the premise tool's answer in
     /// `premises` (when the configuration names one), proposed by `agent` under the tool's
     /// authority, else under `authority` (the host's). The gate checks it in full.
@@ -346,7 +364,7 @@ impl ToolsConfig {
         let spec = self.spec_of(tool)?;
         let (key, effect, _) = self.effect(tool, arguments)?;
         let mut target = Map::new();
-        target.insert("name".into(), json!(spec.target.as_deref().unwrap_or(tool)));
+        target.insert("name".into(), json!(tool));
         target.insert("dedupes".into(), json!(spec.dedupes));
         target.insert("lookup".into(), json!(spec.lookup.is_some()));
         target.extend(spec.target_extra.clone());
@@ -361,21 +379,10 @@ impl ToolsConfig {
                 )
             })?;
         let mut p = json!({"agent": agent, "target": target, "key": key, "effect": effect, "authority": authority});
-        if let Some((_, fields)) = &spec.premises {
+        if spec.premises.is_some() {
             let answer = premises
                 .ok_or_else(|| field_err("/premises", "the premise tool's answer is required"))?;
-            let answer = object(answer, "/premises")?;
-            let mut picked = Map::new();
-            for f in fields {
-                let v = answer.get(f).ok_or_else(|| {
-                    field_err(
-                        &format!("/premises/{f}"),
-                        "the premise tool's answer has no such field",
-                    )
-                })?;
-                picked.insert(f.clone(), v.clone());
-            }
-            p["premises"] = Value::Object(picked);
+            p["premises"] = self.premises(tool, answer)?;
         }
         if let Some(b) = &spec.bounds {
             p["bounds"] = b.clone();
@@ -443,6 +450,143 @@ impl ToolsConfig {
             answer.get(field),
             None | Some(Value::Null) | Some(Value::Bool(false))
         ))
+    }
+}
+
+/// What an MCP tool result (`CallToolResult`) answers, as the mapping reads it: its
+/// `structuredContent` when it has one, else its first text content parsed as JSON (or that
+/// text as a JSON string). `is_error` is its `isError`: the tool reported a failure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpAnswer {
+    pub is_error: bool,
+    pub value: Value,
+}
+
+/// Reads an MCP `CallToolResult` (MCP 2025-06-18 schema).
+pub fn mcp_answer(result: &Value) -> Result<McpAnswer, GateError> {
+    let r = object(result, "/result")?;
+    let is_error = match r.get("isError") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(field_err("/result/isError", "must be true or false")),
+    };
+    if let Some(v) = r.get("structuredContent").filter(|v| !v.is_null()) {
+        return Ok(McpAnswer {
+            is_error,
+            value: v.clone(),
+        });
+    }
+    let content = match r.get("content") {
+        Some(Value::Array(c)) => c,
+        Some(_) => return Err(field_err("/result/content", "must be a list")),
+        None => return Err(field_err("/result/content", "is required")),
+    };
+    let text = content
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+        .and_then(|c| c.get("text"))
+        .and_then(Value::as_str);
+    let value = match text {
+        Some(t) => serde_json::from_str(t).unwrap_or_else(|_| json!(t)),
+        None => Value::Null,
+    };
+    Ok(McpAnswer { is_error, value })
+}
+
+/// What a gated tool call answers the model: whether it is an error, a message the model
+/// can act on (what happened, what changed, who to ask) and the outcome as JSON (the
+/// proxy's `structuredContent`, `protect()`'s `out["outcome"]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolReply {
+    pub is_error: bool,
+    pub message: String,
+    pub outcome: Value,
+}
+
+fn parsed(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|_| json!(text))
+}
+
+/// The outcome as JSON, spelled as the journal spells it.
+pub fn outcome_json(o: &Outcome) -> Value {
+    json!({
+        "effect_id": o.effect_id,
+        "state": o.state.as_str(),
+        "reason": o.reason.map(Reason::as_str),
+        "executed": o.executed.as_str(),
+        "result": o.result.as_deref().map(parsed),
+        "changed": o.changed.iter().map(|c| json!({"name": c.name, "was": parsed(&c.was), "now": parsed(&c.now)})).collect::<Vec<_>>(),
+        "return_to": o.return_to,
+        "replayed": o.replayed,
+        "retry_after_ms": o.retry_after_ms,
+    })
+}
+
+/// The reply to the model for a gated call of `tool` that ended in `o`. One wording for
+/// the proxy and `protect()` in every host (the original's "refusal-and-repair message").
+pub fn reply(tool: &str, o: &Outcome) -> ToolReply {
+    let id = &o.effect_id;
+    let result = o
+        .result
+        .as_deref()
+        .map(|r| format!(" Result: {r}"))
+        .unwrap_or_default();
+    let changed = o
+        .changed
+        .iter()
+        .map(|c| format!("{} was {}, is now {}", c.name, c.was, c.now))
+        .collect::<Vec<_>>()
+        .join("; ");
+    let not_done = format!("{tool} was NOT done (effect {id}): ");
+    let message = match (o.state, o.reason) {
+        (State::Committed | State::Confirmed, _) if o.replayed => format!(
+            "{tool} was already done by an earlier identical call; it happened once (effect {id}).{result}"
+        ),
+        (State::Committed | State::Confirmed, _) => {
+            format!("{tool} done; it happened once (effect {id}).{result}")
+        }
+        (State::Ambiguous, _) => format!(
+            "It is UNKNOWN whether {tool} happened (effect {id}): the send's reply was lost and the service can neither dedupe a retry nor be looked up{}. Do not retry and do not do it another way: a person must check at the service and settle it.",
+            if o.reason == Some(Reason::DedupeWindowPassed) { " within its dedupe window" } else { "" }
+        ),
+        (_, Some(Reason::PremiseChanged)) => format!(
+            "{not_done}what the decision rested on changed: {changed}. Re-read the facts and decide again; do not repeat the same call."
+        ),
+        (_, Some(Reason::ApprovalStale)) => format!(
+            "{not_done}the facts the approver saw changed ({changed}); it goes back to {} to approve again.",
+            o.return_to.as_deref().unwrap_or("the approver")
+        ),
+        (_, Some(Reason::ConflictingPayload)) => format!(
+            "{not_done}an earlier call with the same key had other arguments, and that decision stands. If a different effect is meant, ask a person; do not retry with these arguments."
+        ),
+        (_, Some(r @ (Reason::LeaseMissing | Reason::LeaseExpired | Reason::LeaseRevoked | Reason::NotAllowed))) => format!(
+            "{not_done}the agent is no longer allowed ({}). Ask the person who grants this authority; do not retry.",
+            r.as_str()
+        ),
+        (_, Some(r @ (Reason::ApprovalMissing | Reason::ApprovalExpired | Reason::ApprovalRevoked))) => format!(
+            "{not_done}its approval does not hold ({}). Ask the approver for a new approval; do not retry.",
+            r.as_str()
+        ),
+        (_, Some(Reason::CapExceeded)) => format!(
+            "{not_done}it would exceed a shared spending cap. Ask a person to raise the cap or decide; do not retry."
+        ),
+        (_, Some(Reason::TargetRejected)) => {
+            format!("{not_done}the service refused it and applied nothing.{result}")
+        }
+        (State::Dispatched, reason) => format!(
+            "{tool} is not finished (effect {id}, {}): it may or may not have happened yet. Call it again with the same arguments{}; it will not be sent twice.",
+            reason.map(Reason::as_str).unwrap_or("open"),
+            o.retry_after_ms.map(|ms| format!(" after {ms} ms")).unwrap_or_default()
+        ),
+        (_, reason) => format!(
+            "{not_done}{}.",
+            reason.map(Reason::as_str).unwrap_or("refused")
+        ),
+    };
+    ToolReply {
+        is_error: !matches!(o.state, State::Committed | State::Confirmed),
+        message,
+        outcome: outcome_json(o),
     }
 }
 
@@ -517,6 +661,19 @@ pub mod text {
         Ok(ToolsConfig::parse(config)?
             .lookup_call(tool, effect_id, &effect)?
             .map(call))
+    }
+
+    pub fn premises(config: &str, tool: &str, answer: &str) -> Result<String, GateError> {
+        let answer = parse_input(answer, "/premises")?;
+        Ok(canonical(
+            &ToolsConfig::parse(config)?.premises(tool, &answer)?,
+        ))
+    }
+
+    /// An MCP tool result: whether it is an error, and its answer as canonical JSON.
+    pub fn mcp_answer(result: &str) -> Result<(bool, String), GateError> {
+        let a = super::mcp_answer(&parse_input(result, "/result")?)?;
+        Ok((a.is_error, canonical(&a.value)))
     }
 
     pub fn found(config: &str, tool: &str, answer: &str) -> Result<bool, GateError> {

@@ -455,7 +455,34 @@ impl Tools<'_> {
             &answer.to_owned(),
         ))
     }
+
+    /// The premises (named fields) in the premise tool's answer.
+    pub fn premises(&mut self, config: &str, tool: &str, answer: &str) -> Result<String, Error> {
+        let api = self.api();
+        gate(api.call_premises(
+            &mut self.host.store,
+            &config.to_owned(),
+            tool,
+            &answer.to_owned(),
+        ))
+    }
+
+    /// An MCP `CallToolResult` as `(is_error, answer JSON)`.
+    pub fn mcp_answer(&mut self, tool_result: &str) -> Result<(bool, String), Error> {
+        let api = self.api();
+        gate(api.call_mcp_answer(&mut self.host.store, &tool_result.to_owned()))
+            .map(|a| (a.is_error, a.value))
+    }
+
+    /// The reply to the model for a gated call that ended in `outcome`.
+    pub fn reply(&mut self, tool: &str, outcome: &Outcome) -> Result<ToolReply, Error> {
+        let api = self.api();
+        api.call_reply(&mut self.host.store, tool, outcome)
+            .map_err(trap)
+    }
 }
+
+pub use crate::bindings::exports::interlock::gate::tools::ToolReply;
 
 /// Splits a call's two failure layers: a trap (outer) and the gate's own error (inner).
 fn gate<T>(r: wasmtime::Result<Result<T, GateError>>) -> Result<T, Error> {
