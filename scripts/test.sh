@@ -23,12 +23,16 @@ step "component"; bash scripts/build-wasm.sh
 export INTERLOCK_WASM="$PWD/dist/interlock_gate.wasm"
 step "tests";   cargo test --workspace   # core, adapters, CLI (conformance, crashes, kills), simulation, tamper, model check, fault table, bench --quick
 step "fuzz regressions"; cargo test --manifest-path fuzz/Cargo.toml
-step "node host"; bash hosts/node/test.sh
-step "viewer";  bash viewer/test.sh
 step "python host"
 # The CLI binary `cargo test --workspace` built above (a separate `cargo build -p` would
 # resolve features differently and build wasmtime a second time).
 INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash hosts/python/test.sh
+step "node host"
+# After the Python host: the TypeScript MCP SDK's client drives both proxies, the CLI's and
+# Python's (its venv, set up above).
+INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" \
+  INTERLOCK_PYTHON="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" bash hosts/node/test.sh
+step "viewer";  bash viewer/test.sh
 step "many workers of every host on one shared journal, killed at random"
 # After the Node and Python hosts are set up: their workers join the CLI's (30 kills each on
 # SQLite and PostgreSQL; INTERLOCK_SHARED_KILLS=500 for results/shared-journal.md).

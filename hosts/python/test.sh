@@ -7,7 +7,8 @@
 # refused naming the extra). The PostgreSQL tests start their own throwaway cluster with
 # scripts/postgres.sh (Debian's postgresql package); without it they are skipped, saying why.
 # Environment: INTERLOCK_PY_VENV (default hosts/python/.venv), PYTHON (default python3),
-# INTERLOCK_CLI (the CLI binary for the cross-host tests; default the cargo build output).
+# INTERLOCK_CLI (the CLI binary for the cross-host tests and its MCP proxy; default the
+# cargo build output).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
@@ -24,10 +25,10 @@ done
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'ruff>=0.17,<0.18' 'mypy>=2,<3' \
-  'psycopg[binary]>=3.1,<4'
+  'psycopg[binary]>=3.1,<4' 'mcp>=2.3,<2.4' 'openai>=3.51,<4' 'anthropic>=2.10,<3'
 
 echo "== ruff and mypy (config in pyproject.toml)"
-(cd "$HERE" && "$VENV/bin/ruff" check src/interlock tests bench.py && "$VENV/bin/mypy")
+(cd "$HERE" && "$VENV/bin/ruff" check src/interlock tests bench.py ../../tests/mcp && "$VENV/bin/mypy")
 
 WHEELS=$(mktemp -d)
 SMOKE=$(mktemp -d)
@@ -51,6 +52,9 @@ rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests: a failure" >&2; exit 1; fi
 [ "$rc" -eq 0 ] || exit "$rc"
+
+echo "== the MCP proxies (Python's, and the CLI's when INTERLOCK_CLI names it), official MCP SDK"
+(cd "$ROOT" && INTERLOCK_EXPECT_INSTALLED=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp)
 
 echo "== the wheel in a fresh venv, no cargo on PATH"
 "$PY" -m venv "$SMOKE/venv"

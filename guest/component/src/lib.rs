@@ -317,6 +317,9 @@ impl tl::Guest for Component {
     fn found(config: String, tool: String, answer: String) -> Result<bool, g::GateError> {
         core_::tools::text::found(&config, &tool, &answer).map_err(err)
     }
+    fn check_authority(config: String, authority: Option<String>) -> Result<(), g::GateError> {
+        core_::tools::text::check_authority(&config, authority.as_deref()).map_err(err)
+    }
     fn premises(config: String, tool: String, answer: String) -> Result<String, g::GateError> {
         core_::tools::text::premises(&config, &tool, &answer).map_err(err)
     }

@@ -250,6 +250,30 @@ impl ToolsConfig {
         })
     }
 
+    /// Checks that every gated tool has authority: its own, else the host's `authority`
+    /// (`{"lease": name}` or `{"approval": id}`). A host calls it at start, so a missing
+    /// authority is refused before the first call, not at it.
+    pub fn check_authority(&self, authority: Option<&Value>) -> Result<(), GateError> {
+        if let Some(a) = authority {
+            let am = object(a, "/authority")?;
+            only(am, &["lease", "approval"], "/authority")?;
+            if am.len() != 1 {
+                return Err(field_err("/authority", "names one lease or one approval"));
+            }
+        }
+        match self
+            .tools
+            .iter()
+            .find(|(_, s)| s.authority.is_none() && authority.is_none())
+        {
+            Some((tool, _)) => Err(field_err(
+                &format!("/tools/{tool}/authority"),
+                "no authority: name a lease or an approval for the tool, or give the host's",
+            )),
+            None => Ok(()),
+        }
+    }
+
     /// The tools this configuration gates; every other tool passes through untouched.
     pub fn gated(&self) -> Vec<String> {
         self.tools.keys().cloned().collect()
@@ -663,6 +687,13 @@ pub mod text {
             .map(call))
     }
 
+    pub fn check_authority(config: &str, authority: Option<&str>) -> Result<(), GateError> {
+        let authority = authority
+            .map(|a| parse_input(a, "/authority"))
+            .transpose()?;
+        ToolsConfig::parse(config)?.check_authority(authority.as_ref())
+    }
+
     pub fn premises(config: &str, tool: &str, answer: &str) -> Result<String, GateError> {
         let answer = parse_input(answer, "/premises")?;
         Ok(canonical(
@@ -898,5 +929,96 @@ mod tests {
             )
             .unwrap_err();
         assert_eq!(pointer(e), "/arguments/amount");
+    }
+
+    #[test]
+    fn an_mcp_result_answers_its_structured_content_else_its_text() {
+        let a = mcp_answer(&json!({"content": [], "structuredContent": {"found": null}})).unwrap();
+        assert_eq!(
+            a,
+            McpAnswer {
+                is_error: false,
+                value: json!({"found": null})
+            }
+        );
+        let a =
+            mcp_answer(&json!({"content": [{"type": "text", "text": "{\"refunded_total\": 0}"}]}))
+                .unwrap();
+        assert_eq!(a.value, json!({"refunded_total": 0}));
+        let a = mcp_answer(
+            &json!({"content": [{"type": "text", "text": "card declined"}], "isError": true}),
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            McpAnswer {
+                is_error: true,
+                value: json!("card declined")
+            }
+        );
+        assert_eq!(
+            pointer(mcp_answer(&json!({"isError": "yes", "content": []})).unwrap_err()),
+            "/result/isError"
+        );
+    }
+
+    #[test]
+    fn every_gated_tool_needs_authority_its_own_or_the_hosts() {
+        let bare = r#"{"tools": {"create_refund": {"key": ["order_id"]}}}"#;
+        let c = ToolsConfig::parse(bare).unwrap();
+        assert_eq!(
+            pointer(c.check_authority(None).unwrap_err()),
+            "/tools/create_refund/authority"
+        );
+        c.check_authority(Some(&json!({"lease": "L"}))).unwrap();
+        assert_eq!(
+            pointer(
+                c.check_authority(Some(&json!({"lease": "L", "approval": "A"})))
+                    .unwrap_err()
+            ),
+            "/authority"
+        );
+        config().check_authority(None).unwrap();
+    }
+
+    #[test]
+    fn the_reply_says_what_changed_and_is_an_error_unless_it_happened() {
+        let mut o = Outcome {
+            effect_id: "e1".into(),
+            state: State::Refused,
+            reason: Some(Reason::PremiseChanged),
+            executed: crate::types::Executed::No,
+            result: None,
+            changed: alloc::vec![crate::types::PremiseChange {
+                name: "refunded_total".into(),
+                was: "0".into(),
+                now: "2000".into()
+            }],
+            return_to: None,
+            replayed: false,
+            retry_after_ms: None,
+        };
+        let r = reply("create_refund", &o);
+        assert!(r.is_error);
+        assert!(
+            r.message.contains("refunded_total was 0, is now 2000"),
+            "{}",
+            r.message
+        );
+        assert_eq!(r.outcome["changed"][0]["now"], json!(2000));
+        o.state = State::Committed;
+        o.reason = None;
+        o.changed.clear();
+        o.result = Some("{\"id\":\"re_1\"}".into());
+        let r = reply("create_refund", &o);
+        assert!(
+            !r.is_error && r.message.contains("happened once"),
+            "{}",
+            r.message
+        );
+        assert_eq!(r.outcome["result"], json!({"id": "re_1"}));
+        o.state = State::Ambiguous;
+        o.reason = Some(Reason::NoDedupeNoLookup);
+        assert!(reply("create_refund", &o).message.contains("UNKNOWN"));
     }
 }

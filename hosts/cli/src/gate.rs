@@ -343,6 +343,13 @@ impl GateHost {
         Ok(())
     }
 
+    /// How long a send of `effect` may take (its recorded `target.timeout_ms`, the default
+    /// filled in): a host that performs the send waits no longer.
+    pub fn send_timeout_ms(&mut self, effect: &str) -> Result<u64, Error> {
+        let api = self.api().clone();
+        gate(api.call_send_timeout_ms(&mut self.store, &effect.to_owned()))
+    }
+
     /// The gate's `defaults` export (JSON).
     pub fn defaults(&mut self) -> Result<String, Error> {
         let api = self.api().clone();
@@ -453,6 +460,16 @@ impl Tools<'_> {
             &config.to_owned(),
             tool,
             &answer.to_owned(),
+        ))
+    }
+
+    /// Whether every gated tool has authority (its own, else `authority`, the host's).
+    pub fn check_authority(&mut self, config: &str, authority: Option<&str>) -> Result<(), Error> {
+        let api = self.api();
+        gate(api.call_check_authority(
+            &mut self.host.store,
+            &config.to_owned(),
+            authority.map(str::to_owned).as_ref(),
         ))
     }
 

@@ -11,6 +11,7 @@ pub mod clock;
 pub mod conformance;
 pub mod gate;
 pub mod journal;
+pub mod mcp_proxy;
 pub mod payments_component;
 pub mod runtime;
 pub mod targets;

@@ -5,6 +5,8 @@
 
 mod output;
 
+use interlock_cli::mcp_proxy;
+
 use std::fmt::Display;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -92,6 +94,23 @@ names it as {\"authority\": {\"approval\": \"apr-7\"}}. Recording the same appro
 harmless; another request under an existing id is refused (invalid_field at /approval).
 
 Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
+
+const MCP_HELP: &str = "\
+  interlock mcp-proxy --config interlock.mcp.json -- python3 payments_server.py
+The configuration (the original's format; ARCHITECTURE.md, \"Tool gating\"):
+  {\"journal_dir\": \".interlock/mcp\",
+   \"tools\": {\"create_refund\": {
+     \"key\": [\"order_id\"],
+     \"premises\": {\"tool\": \"get_order\", \"arguments\": {\"order_id\": \"order_id\", \"excluding\": \"$effect_id\"}, \"fields\": [\"refunded_total\"]},
+     \"lookup\": {\"tool\": \"find_refund\", \"arguments\": {\"reference\": \"$effect_id\"}, \"found\": \"found\"},
+     \"idempotency_argument\": \"reference\",
+     \"authority\": {\"lease\": \"refund-agent\"}}}}
+Before it serves a call the proxy recovers every effect a crash left open. A call that is
+not done (REFUSED, AMBIGUOUS, a bad call) answers isError with what changed and who to ask;
+the outcome is in the result's structuredContent (and in _meta \"interlock/outcome\").
+
+Exit codes: 0 the agent disconnected; 2 a bad configuration (at its JSON pointer) or an
+upstream that does not start.";
 
 const REVOKE_HELP: &str = "\
 Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
@@ -196,6 +215,35 @@ enum Cmd {
         dir: PathBuf,
         /// The approval's id (its `approval` field).
         id: String,
+    },
+    /// Put the gate in front of an MCP server: the agent talks to this proxy instead, with no
+    /// code change on either side. Only the tools the configuration names are gated.
+    #[command(after_help = MCP_HELP)]
+    McpProxy {
+        /// The configuration (JSON): which tools are effects, their key, premise tool, lookup
+        /// tool and idempotency argument (ARCHITECTURE.md, "Tool gating").
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Serve MCP over Streamable HTTP at http://HOST:PORT/mcp instead of stdio.
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: Option<String>,
+        /// The real server over Streamable HTTP, instead of a command to start.
+        #[arg(long, value_name = "URL", conflicts_with = "command")]
+        upstream: Option<String>,
+        /// The agent the journal names as proposing each effect.
+        #[arg(long, default_value = "mcp-proxy")]
+        agent: String,
+        /// The lease gated calls are made under when their tool's configuration names no
+        /// authority (grant it with `interlock lease grant`).
+        #[arg(long, value_name = "NAME")]
+        lease: Option<String>,
+        /// The journal (a folder or a shared journal's URL) [default: the configuration's
+        /// `journal_dir`, else .interlock/mcp].
+        #[arg(long, value_name = "DIR|URL")]
+        journal: Option<PathBuf>,
+        /// The real server's command and its arguments.
+        #[arg(last = true, value_name = "SERVER COMMAND")]
+        command: Vec<String>,
     },
     /// The demo's child processes (run by `demo`).
     #[command(hide = true)]
@@ -364,6 +412,7 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
         | Cmd::Lease {
             action: LeaseCmd::Grant { dir, .. } | LeaseCmd::Revoke { dir, .. },
         } => Some(dir),
+        Cmd::McpProxy { journal, .. } => journal.as_deref(),
     }
 }
 
@@ -413,7 +462,60 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             phase,
             journal,
         } => demo_child(ctx, &dir, phase, journal.as_deref()),
+        Cmd::McpProxy {
+            config,
+            listen,
+            upstream,
+            agent,
+            lease,
+            journal,
+            command,
+        } => mcp_proxy(
+            ctx,
+            &config,
+            journal,
+            mcp_proxy::Options {
+                config: String::new(),
+                listen,
+                upstream,
+                command,
+                agent,
+                lease,
+            },
+        ),
     }
+}
+
+fn mcp_proxy(
+    ctx: &Ctx,
+    config: &Path,
+    journal: Option<PathBuf>,
+    mut options: mcp_proxy::Options,
+) -> Result<u8, Failure> {
+    options.config = mcp_proxy::read_config(config)?;
+    if options.upstream.is_none() && options.command.is_empty() {
+        return Err(Failure::new(
+            2,
+            "usage",
+            "give the upstream server's command after `--`, or --upstream URL",
+        ));
+    }
+    let mut gate = ctx.gate_for_tools()?;
+    // A bad configuration is refused before anything is opened, at its JSON pointer.
+    mcp_proxy::check(&mut gate, &options).map_err(|e| {
+        Failure::from(interlock_cli::Error::Gate(e)).context(format!("{}", config.display()))
+    })?;
+    let dir = match journal {
+        Some(j) => j,
+        None => mcp_proxy::journal_dir(&options.config)?,
+    };
+    if !is_journal_url(&dir) {
+        // The proxy's own journal: made on first start, like the original's journal_dir.
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot make the journal folder {}", dir.display()))?;
+    }
+    mcp_proxy::run(ctx.gate(&dir)?, options)?;
+    Ok(0)
 }
 
 /// What every command shares.
@@ -443,6 +545,15 @@ impl Ctx {
         Ok(GateHost::new(
             &self.runtime()?,
             journal,
+            self.clock.clone(),
+        )?)
+    }
+
+    /// A gate over an empty journal in memory: for the checks that record nothing.
+    fn gate_for_tools(&self) -> Result<GateHost, Failure> {
+        Ok(GateHost::new(
+            &self.runtime()?,
+            Box::new(interlock_cli::MemoryJournal::new()),
             self.clock.clone(),
         )?)
     }

@@ -162,6 +162,7 @@ export { MemoryJournal } from './journal/memory.js';
 export { SqliteJournal } from './journal/sqlite.js';
 export { PostgresJournal } from './journal/postgres.js';
 export { openJournal } from './journal/open.js';
+export { protect, PremiseReadError } from './tools.js';
 export { SystemClock, FakeClock } from './clock.js';
 export { PaymentsService, paymentsTarget, ServiceError } from './payments.js';
 export { gateComponent, paymentsComponent } from './load-node.js';

@@ -220,3 +220,59 @@ export type Refund = {
 
 /** The premises the simulated payments service reports for an order. */
 export interface PaymentsPremises { eligible: boolean; refunded_by_others_cents: number; [name: string]: Json }
+
+// ---- protect(): tool gating (src/tools.js, issue 14) ----------------------------------
+
+/** A plain tool function: takes the call's arguments object, returns (or resolves to) its answer. */
+export type ToolFunction = (args: any) => unknown;
+
+/** What a protected tool call resolves to. */
+export interface ToolOutput {
+  /** True only when the effect happened (committed or confirmed). */
+  ok: boolean;
+  /** What to hand the model: the component's wording (the same in every host). */
+  message: string;
+  /** The outcome as JSON, spelled as the journal spells it; null for a call that was not made. */
+  outcome: JsonObject | null;
+  /** The tool's answer: the recorded result of the send. */
+  result: unknown;
+  /** Why a gated call was not made at all (a bad call, a failed premise read): nothing recorded, nothing sent. */
+  error?: Error;
+}
+
+/** What `recover()` says of one open effect: the Gate's Recovered, plus the model's wording when it settled. */
+export type RecoveredTool = Recovered & Partial<Omit<ToolOutput, 'error'>>;
+
+/** The options of protect(). */
+export interface ProtectOptions {
+  /** The journal (a folder, `sqlite:///abs/path.db`, `postgres://...`, `':memory:'`); default: the config's `journal_dir`. */
+  journal?: string;
+  /** The authority of gated tools whose config names none: `{ lease }` or `{ approval }`. */
+  authority?: { lease: string } | { approval: string };
+  /** The agent the proposals name. Default `"agent"`. */
+  agent?: string;
+  clock?: Clock;
+  claimWait?: ClaimWait;
+  /** Test hooks around the steps (see Hooks). */
+  hooks?: Hooks;
+  /** File journal: how long to wait for another writer's lock (ms). */
+  lockWaitMs?: number;
+  /** PostgreSQL journal: the bound on every call (ms). */
+  journalTimeoutMs?: number;
+}
+
+/** What protect() resolves to: each tool, gated or passed through, plus the gate's own members. */
+export type ProtectedTools<F extends Record<string, ToolFunction>> = {
+  /** A gated tool resolves to a ToolOutput; an un-gated one is the function given, untouched. */
+  [K in keyof F]: F[K] | ((args: Parameters<F[K]>[0]) => Promise<ToolOutput>);
+} & {
+  /** Recovers every open effect of the gated tools; call once at startup. */
+  recover(): Promise<RecoveredTool[]>;
+  /** The low-level gate: leases, approvals, receipts, verify. */
+  readonly gate: import('./gate.js').Gate;
+  /** The tools the configuration gates. */
+  readonly gated: string[];
+  /** Releases the journal and its lock. */
+  close(): void;
+};
+// ---- end protect() --------------------------------------------------------------------

@@ -5,11 +5,11 @@
 export const NODE_EXPORTS = /** @type {const} */ ([
   'ContentionError', 'CorruptJournalError', 'CorruptJournalFileError', 'FakeClock', 'FileJournal', 'Gate',
   'GateError', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError', 'JournalError',
-  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'PostgresJournal', 'Rejected',
+  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'PostgresJournal', 'PremiseReadError', 'Rejected',
   'ServiceError', 'SqliteJournal', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
   'UnknownEffectError', 'UnknownOperationError', 'UnsupportedJournalError', 'describeJournalError',
   'gateComponent', 'gateError', 'invalidField', 'journalFormat', 'openJournal', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
-  'toOutcome', 'writeStateFile',
+  'protect', 'toOutcome', 'writeStateFile',
 ]);
 
 export const BROWSER_EXPORTS = /** @type {const} */ ([
