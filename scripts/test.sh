@@ -27,6 +27,9 @@ step "python host"
 # The CLI binary `cargo test --workspace` built above (a separate `cargo build -p` would
 # resolve features differently and build wasmtime a second time).
 INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash hosts/python/test.sh
+step "MCP proxies: the latency bench, quick (results/mcp.md comes from its full run)"
+"${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" experiments/mcp-bench/bench.py \
+  --cli "$CARGO_TARGET_DIR/debug/interlock" --quick
 step "node host"
 # After the Python host: the TypeScript MCP SDK's client drives both proxies, the CLI's and
 # Python's (its venv, set up above).

@@ -121,6 +121,30 @@ def test_tier_3_says_ambiguous_to_the_model(tmp_path, proxy):
     assert len(w.refunds()) == 1
 
 
+@pytest.mark.parametrize("excluding", [True, False], ids=["premise-excludes-the-effect", "premise-cannot-exclude"])
+def test_a_premise_tool_that_cannot_exclude_the_effect(tmp_path, proxy, excluding):
+    # Tier 1 (the service dedupes on the reference; no lookup): after a crash past the send
+    # the restart re-checks the premise before it resends. A premise tool that leaves this
+    # effect's own refund out sees nothing changed, and the deduped resend settles it. One
+    # that cannot exclude it counts our own landed refund as a change: REFUSED
+    # premise_changed, never a second refund, but a false alarm for a person (README).
+    tool = {k: v for k, v in REFUND.items() if k != "lookup"}
+    tool["dedupes"] = True
+    if not excluding:
+        tool["premises"] = {"tool": "get_order", "arguments": {"order_id": "order_id"}, "fields": ["refunded_total"]}
+    w = World(tmp_path, proxy, tier="1", tool=tool)
+    w.kill_mid_send(ARGS)
+    assert len(w.refunds()) == 1
+    r = call_once(w, "create_refund", ARGS)
+    out = outcome_of(r)
+    if excluding:
+        assert not r.is_error and out["state"] == "COMMITTED", text(r)
+    else:
+        assert r.is_error and out["state"] == "REFUSED" and out["reason"] == "premise_changed", dump(r)
+        assert "refunded_total was 0, is now 2000" in text(r), text(r)
+    assert len(w.refunds()) == 1
+
+
 # ---------------------------------------------------------------- the decision
 
 

@@ -37,6 +37,9 @@ const ONCE = 'const JCO_DEBUG_ONCE = !!globalThis?.process?.env?.JCO_DEBUG;\n';
 
 rmSync(gen, { recursive: true, force: true });
 rmSync(join(root, 'conformance/gen'), { recursive: true, force: true });
+// tsc (after this script, `npm run build`) writes types/ afresh: no declaration of a module
+// that is gone may ship.
+rmSync(join(root, 'types'), { recursive: true, force: true });
 const manifest = {};
 for (const c of components) {
   const src = join(dist, c.wasm);

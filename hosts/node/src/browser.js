@@ -5,6 +5,7 @@ import { MemoryJournal } from './journal/memory.js';
 import { IndexedDbJournal } from './journal/indexeddb.js';
 import { gateComponent, paymentsComponent, journalFormat } from './load-browser.js';
 import { PaymentsService } from './payments.js';
+import { protectWith } from './tools-core.js';
 
 /**
  * The package's types (src/types.ts), named here so `import type { Outcome } from
@@ -111,6 +112,26 @@ export const Payments = {
   },
 };
 
+/**
+ * protect() in a browser: the gate in front of `functions`, as in Node (README, "protect()"),
+ * with the journal in the IndexedDB database `options.journal` or `config.journal_dir`
+ * (`':memory:'`: in memory, gone with the page). Any `scheme://` is refused with
+ * UnsupportedJournalError, nothing created.
+ * @template {Record<string, import('./types.js').ToolFunction>} F
+ * @param {F} functions
+ * @param {object | string} config
+ * @param {import('./types.js').ProtectOptions} [options]
+ * @returns {Promise<import('./types.js').ProtectedTools<F>>}
+ */
+export function protect(functions, config, options = {}) {
+  return protectWith({
+    gateComponent,
+    openJournal: (name) => (name === ':memory:' ? new MemoryJournal() : IndexedDbJournal.open(name)),
+    ready: journalFormat,
+  }, functions, config, options);
+}
+
+export { PremiseReadError } from './tools-core.js';
 export { Gate, toOutcome } from './gate.js';
 export { MemoryJournal } from './journal/memory.js';
 export { IndexedDbJournal } from './journal/indexeddb.js';

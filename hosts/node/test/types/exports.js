@@ -15,9 +15,9 @@ export const NODE_EXPORTS = /** @type {const} */ ([
 export const BROWSER_EXPORTS = /** @type {const} */ ([
   'ContentionError', 'CorruptJournalError', 'CorruptJournalFileError', 'FakeClock', 'Gate', 'GateError',
   'IndexedDbJournal', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError', 'JournalError',
-  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'Rejected',
+  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'PremiseReadError', 'Rejected',
   'ServiceError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
   'UnknownEffectError', 'UnknownOperationError', 'UnsupportedJournalError', 'describeJournalError',
   'gateComponent', 'gateError', 'invalidField', 'journalFormat', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
-  'toOutcome',
+  'protect', 'toOutcome',
 ]);
