@@ -35,6 +35,9 @@ step "node host"
 # Python's (its venv, set up above).
 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" \
   INTERLOCK_PYTHON="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" bash hosts/node/test.sh
+step "edge: the gate as a Worker in workerd (Durable Object journal), the Agents SDK, Deno"
+# After the Node host: the Worker bundles the package's transpiled component (hosts/node/gen).
+(cd hosts/edge && npm ci --no-audit --no-fund --loglevel=error && npm test)
 step "viewer";  bash viewer/test.sh
 step "many workers of every host on one shared journal, killed at random"
 # After the Node and Python hosts are set up: their workers join the CLI's (30 kills each on
