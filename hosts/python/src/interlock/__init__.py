@@ -31,6 +31,7 @@ from .errors import (
 )
 from .gate import ClaimWait, Executed, Outcome, PremiseChange, Problem, Reason, State, VerifyReport
 from .journal import Conflict, Corrupt, FileJournal, JournalFileError, Locked, TornTail, UnknownFormat
+from .lowlevel import EffectTarget, Gate, effect_id_for
 from .sql_journal import PostgresJournal, SqliteJournal, SqlJournalError
 
 # States, spelled as in the journal (``COMMITTED == "COMMITTED"``).
@@ -56,5 +57,5 @@ __all__ = [
     "GateTrap", "SimulatedCrash", "UnknownTarget", "UnsupportedJournal", "Rejected",
     "FileJournal", "JournalFileError", "Locked", "TornTail", "Corrupt", "FakeClock",
     "SystemClock", "ClaimWait", "Conflict", "UnknownFormat", "SqliteJournal", "PostgresJournal",
-    "SqlJournalError", "MissingExtra",
+    "SqlJournalError", "MissingExtra", "Gate", "EffectTarget", "effect_id_for",
 ]

@@ -1,0 +1,197 @@
+"""Tool gating for LangChain and LangGraph: BaseTool in, BaseTool out.
+
+    from interlock.langchain_tools import protect_tools
+
+    tools = protect_tools([get_order, create_refund, find_refund], config, authority={"lease": "case-4471"})
+    tools.recover()                                   # once, at startup
+    agent = create_react_agent(model, tools, checkpointer=checkpointer)
+
+``config`` is the tool-gating configuration (ARCHITECTURE.md, "Tool gating"), the same as
+the MCP proxy's and ``protect()``'s. A gated tool becomes a ``StructuredTool`` with the same
+name, description and arguments whose call runs the tool-gating loop of
+:mod:`interlock.tools` (the mapping is the component's; nothing here decides): the model gets
+the component's message as the tool's content, and the outcome as its artifact
+(``ToolMessage.artifact``). Every other tool is passed through, the same object.
+
+Why it matters in LangGraph: a graph resumed from its checkpointer after a crash re-runs the
+tool node that was running, so the refund is called again. Through the gate that second
+call is the same effect: replayed if it committed, refused if the world changed during the
+outage, and never sent twice.
+
+Needs ``langchain-core`` (``pip install 'interlock[langchain]'``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from ._toolgate import tool_map
+from .decorator import RecoveryReport
+from .errors import GateError, InterlockError, InvalidField, MissingExtra
+from .gate import ClaimWait, Clock, canonical_json
+from .tools import ToolAnswer, ToolGate, ToolResult
+
+try:
+    from langchain_core.tools import BaseTool, StructuredTool
+except ImportError as e:  # pragma: no cover - the extra is missing
+    raise MissingExtra("interlock.langchain_tools", "langchain", str(e)) from e
+
+
+def _answer_of(value: Any) -> ToolAnswer:
+    # A tool's answer as the mapping reads answers: a str that is JSON is that JSON (as an
+    # MCP text result is read), any other value its own JSON.
+    if isinstance(value, str):
+        try:
+            return ToolAnswer(False, canonical_json(json.loads(value)))
+        except ValueError:
+            pass
+    content = getattr(value, "content", None)  # a ToolMessage (a tool invoked with a ToolCall)
+    if content is not None and not isinstance(value, (dict, list)):
+        return _answer_of(content)
+    return ToolAnswer(False, canonical_json(value))
+
+
+class ProtectedTools(List[BaseTool]):
+    """What :func:`protect_tools` returns: the tools, as a list (give it to an agent as is),
+    plus the gate's life: :meth:`recover` (once at startup), leases, approvals, ``close``.
+    ``gate`` is the :class:`interlock.tools.ToolGate`."""
+
+    def __init__(self, originals: Sequence[BaseTool], gate: ToolGate):
+        self.originals: Dict[str, BaseTool] = {t.name: t for t in originals}
+        self.gate = gate
+        missing = sorted(set(gate.gated) - set(self.originals))
+        if missing:
+            raise InvalidField(f"/tools/{missing[0]}", "is gated by the configuration but no tool was given")
+        super().__init__(self._wrap(t) if gate.is_gated(t.name) else t for t in originals)
+
+    # -- calling the original tools (the gate's steps, and pass-through)
+
+    def _call(self, tool: str, arguments: Dict[str, Any]) -> ToolAnswer:
+        t = self.originals.get(tool)
+        if t is None:
+            raise InterlockError(f"no tool named {tool!r} was given")
+        return _answer_of(t.invoke(arguments))
+
+    async def _acall(self, tool: str, arguments: Dict[str, Any]) -> ToolAnswer:
+        t = self.originals.get(tool)
+        if t is None:
+            raise InterlockError(f"no tool named {tool!r} was given")
+        return _answer_of(await t.ainvoke(arguments))
+
+    @staticmethod
+    def _content(r: ToolResult) -> Tuple[str, Dict[str, Any]]:
+        artifact = r.as_dict()
+        if "error" in artifact:
+            artifact["error"] = str(artifact["error"])
+        artifact.update(r.extra)
+        return r.message, artifact
+
+    def _wrap(self, tool: BaseTool) -> BaseTool:
+        name = tool.name
+
+        def run(**arguments: Any) -> Tuple[str, Dict[str, Any]]:
+            return self._content(self.gate.call(name, _given(arguments), self._call))
+
+        async def arun(**arguments: Any) -> Tuple[str, Dict[str, Any]]:
+            return self._content(await self.gate.acall(name, _given(arguments), self._acall))
+
+        return StructuredTool.from_function(
+            func=run, coroutine=arun, name=name, description=tool.description,
+            args_schema=tool.args_schema, infer_schema=False, response_format="content_and_artifact",
+            return_direct=tool.return_direct,
+        )
+
+    # -- life
+
+    def recover(self, claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
+        """Resolves every open effect an earlier run left (waiting out live claims); call
+        once at startup, before the graph resumes."""
+        return self.gate.recover(self._call, claim_wait)
+
+    async def arecover(self, claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
+        return await self.gate.arecover(self._acall, claim_wait)
+
+    def lease(self, name: str, ttl_s: float) -> str:
+        """Grants (or extends) the lease ``name`` for ``ttl_s`` seconds. Durable on return."""
+        return self.gate.lease(name, ttl_s)
+
+    def revoke_lease(self, name: str) -> None:
+        self.gate.revoke_lease(name)
+
+    def approve(self, approval: str, approver: str, tool: str, arguments: Mapping[str, Any], *,
+                expires_at_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Records ``approver``'s approval of exactly this call (its key and effect, as the
+        component maps the call, with the premises read now as what the approver saw).
+        The call then runs under it when the tool's authority (or ``protect_tools``'s) is
+        ``{"approval": approval}``. Returns the approved proposal."""
+        m, config = self.gate.map, self.gate.config
+        args = canonical_json(dict(arguments))
+        pc = m.premise_call(config, tool, args)
+        answer = None
+        if pc is not None:
+            got = self._call(pc.tool, json.loads(pc.arguments))
+            if got.is_error:
+                raise InterlockError(f"the premise tool {pc.tool} answered an error: {got.value}")
+            answer = got.value
+        proposal = json.loads(m.proposal(config, tool, args, answer, self.gate.agent,
+                                         canonical_json({"approval": approval})))
+        a: Dict[str, Any] = {"approval": approval, "approver": approver,
+                             "request": {"key": proposal.get("key"), "effect": proposal["effect"]},
+                             "premises_seen": proposal.get("premises", {})}
+        if a["request"]["key"] is None:
+            del a["request"]["key"]
+        if expires_at_ms is not None:
+            a["expires_at_ms"] = int(expires_at_ms)
+        self.gate.host().approve(canonical_json(a))
+        return proposal
+
+    def revoke_approval(self, approval: str) -> None:
+        self.gate.host().revoke_approval(approval)
+
+    def close(self) -> None:
+        """Releases the journal (a directory's lock)."""
+        self.gate.close()
+
+    def __enter__(self) -> "ProtectedTools":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _given(arguments: Dict[str, Any]) -> Dict[str, Any]:
+    # LangChain fills unset optional arguments with None; an argument the model did not
+    # give is not part of the call (the effect is what was asked for).
+    return {k: v for k, v in arguments.items() if v is not None}
+
+
+def protect_tools(tools: Iterable[BaseTool], config: Union[str, Mapping[str, Any]], *,
+                  journal: Union[str, "os.PathLike[str]", None] = None, agent: str = "agent",
+                  authority: Optional[Mapping[str, Any]] = None, clock: Optional[Clock] = None,
+                  claim_wait: Union[bool, ClaimWait] = True) -> ProtectedTools:
+    """Puts the gate in front of the LangChain tools the configuration lists; the others
+    pass through unchanged. ``journal``: a directory or a ``sqlite://``/``postgres://``
+    URL (else ``config["journal_dir"]``). ``authority``: the host's (``{"lease": name}`` or
+    ``{"approval": id}``) for tools whose configuration names none; a gated tool with
+    neither, a configuration problem, or a gated tool not given, is refused here
+    (:class:`interlock.InvalidField` at its JSON pointer), nothing opened or recorded. A
+    tool raising :class:`interlock.Rejected` at the send means it refused and applied
+    nothing; any other exception leaves the send's fate unknown, for the gate to resolve by
+    the tool's tier. Call :meth:`ProtectedTools.recover` once at startup."""
+    tools = list(tools)
+    # A gated tool not given is refused before the journal is opened (nothing created).
+    text = config if isinstance(config, str) else canonical_json(dict(config))
+    missing = sorted(set(tool_map().check_config(text)) - {t.name for t in tools})
+    if missing:
+        raise InvalidField(f"/tools/{missing[0]}", "is gated by the configuration but no tool was given")
+    gate = ToolGate(config, journal=journal, agent=agent, authority=authority, clock=clock, claim_wait=claim_wait)
+    try:
+        return ProtectedTools(tools, gate)
+    except (GateError, InterlockError, TypeError):
+        gate.close()
+        raise
+
+
+__all__ = ["protect_tools", "ProtectedTools"]
