@@ -27,4 +27,4 @@ npm run --silent typecheck
 if [ -z "${INTERLOCK_BIN:-}" ] && [ ! -x "$CARGO_TARGET_DIR/debug/interlock" ]; then
   (cd ../.. && cargo build -q -p interlock-cli)
 fi
-node --test test/*.test.js test/browser/*.test.js
+node --test test/*.test.js test/frameworks/*.test.js test/browser/*.test.js

@@ -276,3 +276,79 @@ export type ProtectedTools<F extends Record<string, ToolFunction>> = {
   close(): void;
 };
 // ---- end protect() --------------------------------------------------------------------
+
+// ---- frameworks: @interlock/gate/ai, /openai-agents, /langchain (src/frameworks/, issue 16) ----
+
+/** The options of the framework bindings: protect()'s, plus functions the model does not see. */
+export interface FrameworkProtectOptions extends ProtectOptions {
+  /** Premise and lookup tools that are not the agent's tools: name -> a plain function of the arguments object. */
+  functions?: Record<string, ToolFunction>;
+}
+
+/** What a framework binding's result carries beside the tools. */
+export interface GatedToolsMembers {
+  /** Recovers every open effect of the gated tools; call once at startup, before the first run. */
+  recover(): Promise<RecoveredTool[]>;
+  /** The low-level gate: leases, approvals, receipts, verify. */
+  readonly gate: import('./gate.js').Gate;
+  /** The tools the configuration gates. */
+  readonly gated: string[];
+  /** Releases the journal and its lock. */
+  close(): void;
+}
+
+/** A Vercel AI SDK tool as `tool({...})` makes it: a gated one needs `execute`. */
+export interface AiTool {
+  description?: string;
+  inputSchema?: unknown;
+  execute?: (input: any, options: any) => unknown;
+  toModelOutput?: (options: { output: any; [name: string]: unknown }) => unknown;
+  [member: string]: unknown;
+}
+/** The options of `@interlock/gate/ai`'s protectTools. */
+export type AiProtectOptions = FrameworkProtectOptions;
+/** The AI SDK tool set back: a gated tool's execute resolves to a ToolOutput (the model gets its message). */
+export type ProtectedAiTools<T extends Record<string, AiTool>> = {
+  [K in keyof T]: T[K] | (Omit<T[K], 'execute'> & { execute: (input: any) => Promise<ToolOutput> });
+} & GatedToolsMembers;
+
+/** A function tool's definition, as the OpenAI Agents SDK's `tool({...})` takes it. */
+export interface AgentToolDefinition {
+  name: string;
+  description: string;
+  /** A zod object (strict tools) or a JSON schema object. */
+  parameters: unknown;
+  strict?: boolean;
+  execute: (input: any, context?: unknown, details?: unknown) => unknown;
+  [member: string]: unknown;
+}
+/** The options of `@interlock/gate/openai-agents`'s protectTools. */
+export interface AgentsProtectOptions extends FrameworkProtectOptions {
+  /** Called with each gated call's whole output (the model gets only its message). */
+  onOutput?: (tool: string, output: ToolOutput) => void;
+}
+/** A FunctionTool of the OpenAI Agents SDK, as its `tool()` makes it (the members used here). */
+export interface AgentFunctionTool {
+  type: 'function';
+  name: string;
+  description: string;
+  parameters: unknown;
+  strict: boolean;
+  invoke(runContext: unknown, input: string, details?: unknown): Promise<unknown>;
+  [member: string]: unknown;
+}
+/** The FunctionTools back, in order (made by the SDK's `tool()`). */
+export type ProtectedAgentTools = AgentFunctionTool[] & GatedToolsMembers;
+
+/** A LangChain tool: `tool(...)`, a DynamicStructuredTool or a StructuredTool subclass. */
+export interface LangChainTool {
+  name: string;
+  description: string;
+  schema: unknown;
+  invoke(input: any, config?: unknown): Promise<unknown>;
+}
+/** The options of `@interlock/gate/langchain`'s protectTools. */
+export type LangChainProtectOptions = FrameworkProtectOptions;
+/** The tools back, in order; a gated one answers content and artifact (the ToolOutput). */
+export type ProtectedLangChainTools = LangChainTool[] & GatedToolsMembers;
+// ---- end frameworks -------------------------------------------------------------------

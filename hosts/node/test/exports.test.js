@@ -11,3 +11,10 @@ test('the Node entry exports exactly the declared names', async () => {
 test('the browser entry exports exactly the declared names', async () => {
   assert.deepEqual(Object.keys(await import('../src/browser.js')).sort(), [...BROWSER_EXPORTS].sort());
 });
+
+test('each framework subpath exports protectTools, and only it', async () => {
+  for (const sub of ['ai', 'openai-agents', 'langchain']) {
+    const m = await import(`@interlock/gate/${sub}`);
+    assert.deepEqual(Object.keys(m).sort(), ['protectTools'], sub);
+  }
+});
