@@ -75,6 +75,7 @@ export const VECTORS_NOT_SHOWN = {
   torn: 'tears, reopens and repairs journal.jsonl: a file journal’s fault; the page’s journal is in memory',
   'bad-proposals': 'malformed proposals rejected with typed errors: nothing to watch unfold',
   'unsafe-numbers': 'amounts JSON cannot carry exactly, rejected with typed errors: nothing to watch unfold',
+  tools: 'tool-gating vectors: an agent’s tool calls through the MCP proxy’s mapping and the replies to the model; the page plays refunds, not tool calls',
 };
 
 export const vectorId = (variant, tier) => `${variant.prefix}-t${tier}`;

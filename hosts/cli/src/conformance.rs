@@ -39,6 +39,7 @@ mod bindings {
 use bindings::exports::interlock::conformance::runner::{Options, Report};
 use bindings::interlock::conformance::driver;
 use bindings::interlock::gate::gate as imported;
+use bindings::interlock::gate::tools as imported_tools;
 
 /// Where scripts/build-wasm.sh puts the runner, relative to the checkout.
 pub const DIST_WASM: &str = "dist/conformance_runner.wasm";
@@ -294,6 +295,135 @@ impl imported::Host for Driver {
     }
 }
 
+/// The gate's tool mapping (`interlock:gate/tools`), forwarded as `gate` is: to the current
+/// worker's instance, unchanged.
+impl imported_tools::Host for Driver {
+    fn check_config(
+        &mut self,
+        config: String,
+    ) -> wasmtime::Result<Result<Vec<String>, imported::GateError>> {
+        forward(self.worker()?.tools().check_config(&config), |g| g)
+    }
+    fn check_authority(
+        &mut self,
+        config: String,
+        authority: Option<String>,
+    ) -> wasmtime::Result<Result<(), imported::GateError>> {
+        let r = self
+            .worker()?
+            .tools()
+            .check_authority(&config, authority.as_deref());
+        forward(r, |()| ())
+    }
+    fn premise_call(
+        &mut self,
+        config: String,
+        tool: String,
+        arguments: String,
+    ) -> wasmtime::Result<Result<Option<imported_tools::ToolCall>, imported::GateError>> {
+        forward(
+            self.worker()?
+                .tools()
+                .premise_call(&config, &tool, &arguments),
+            |c| c.map(tool_call),
+        )
+    }
+    fn proposal(
+        &mut self,
+        config: String,
+        tool: String,
+        arguments: String,
+        premises: Option<String>,
+        agent: String,
+        authority: Option<String>,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        let r = self.worker()?.tools().proposal(
+            &config,
+            &tool,
+            &arguments,
+            premises.as_deref(),
+            &agent,
+            authority.as_deref(),
+        );
+        forward(r, |p| p)
+    }
+    fn send_call(
+        &mut self,
+        config: String,
+        tool: String,
+        arguments: String,
+        idempotency_key: String,
+    ) -> wasmtime::Result<Result<imported_tools::ToolCall, imported::GateError>> {
+        let r = self
+            .worker()?
+            .tools()
+            .send_call(&config, &tool, &arguments, &idempotency_key);
+        forward(r, tool_call)
+    }
+    fn lookup_call(
+        &mut self,
+        config: String,
+        tool: String,
+        effect: String,
+        recorded_effect: String,
+    ) -> wasmtime::Result<Result<Option<imported_tools::ToolCall>, imported::GateError>> {
+        let r = self
+            .worker()?
+            .tools()
+            .lookup_call(&config, &tool, &effect, &recorded_effect);
+        forward(r, |c| c.map(tool_call))
+    }
+    fn premises(
+        &mut self,
+        config: String,
+        tool: String,
+        answer: String,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        forward(
+            self.worker()?.tools().premises(&config, &tool, &answer),
+            |p| p,
+        )
+    }
+    fn mcp_answer(
+        &mut self,
+        tool_result: String,
+    ) -> wasmtime::Result<Result<imported_tools::ToolAnswer, imported::GateError>> {
+        forward(
+            self.worker()?.tools().mcp_answer(&tool_result),
+            |(is_error, value)| imported_tools::ToolAnswer { is_error, value },
+        )
+    }
+    fn reply(
+        &mut self,
+        tool: String,
+        outcome: Outcome,
+    ) -> wasmtime::Result<imported_tools::ToolReply> {
+        let r = self
+            .worker()?
+            .tools()
+            .reply(&tool, &outcome)
+            .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
+        Ok(imported_tools::ToolReply {
+            is_error: r.is_error,
+            message: r.message,
+            outcome: r.outcome,
+        })
+    }
+    fn found(
+        &mut self,
+        config: String,
+        tool: String,
+        answer: String,
+    ) -> wasmtime::Result<Result<bool, imported::GateError>> {
+        forward(self.worker()?.tools().found(&config, &tool, &answer), |f| f)
+    }
+}
+
+/// A `(tool, arguments)` of [`crate::gate::Tools`] as the runner's import spells it.
+fn tool_call((tool, arguments): (String, String)) -> imported_tools::ToolCall {
+    imported_tools::ToolCall { tool, arguments }
+}
+
 fn not_imported(name: &str) -> wasmtime::Error {
     wasmtime::Error::msg(format!(
         "the conformance runner does not import gate.{name}"
@@ -415,6 +545,8 @@ impl Runner {
             })?;
         let mut linker = Linker::<Driver>::new(&engine);
         imported::add_to_linker::<_, HasSelf<_>>(&mut linker, |d| d)
+            .map_err(anyhow::Error::from)?;
+        imported_tools::add_to_linker::<_, HasSelf<_>>(&mut linker, |d| d)
             .map_err(anyhow::Error::from)?;
         driver::add_to_linker::<_, HasSelf<_>>(&mut linker, |d| d).map_err(anyhow::Error::from)?;
         // The runner uses these interfaces' types only.

@@ -78,6 +78,8 @@ class SharedJournal {
 }
 
 const GATE_CALLS = ['submit', 'resume', 'recover', 'openEffects', 'setRoutes', 'defaults', 'grantLease', 'revokeLease', 'approve', 'receipt', 'verify'];
+/** The gate's tool mapping (`interlock:gate/tools`), which the tool-gating vectors drive. */
+const TOOLS_CALLS = ['checkConfig', 'checkAuthority', 'premiseCall', 'proposal', 'sendCall', 'lookupCall', 'premises', 'mcpAnswer', 'reply', 'found'];
 
 /**
  * Plays `vector` through the runner on this host's gate over `journal`.
@@ -93,7 +95,7 @@ export async function runVector(vector, { gate, journal, storage, host, pins, no
   const component = await runnerComponent();
   const shared = new SharedJournal(journal);
   const clock = new FakeClock(0);
-  /** @type {GateRoot['gate'][]} */
+  /** @type {Pick<GateRoot, 'gate' | 'tools'>[]} */
   const pool = [];
   let current = -1;
   let started = 0;
@@ -103,10 +105,14 @@ export async function runVector(vector, { gate, journal, storage, host, pins, no
   };
   /** @type {Record<string, Function>} */
   const forward = {};
+  /** @type {Record<string, Function>} */
+  const forwardTools = {};
   // A gate export's `err` (jco throws it with a `payload`) crosses back as the same err.
-  for (const name of GATE_CALLS) forward[name] = (/** @type {unknown[]} */ ...args) => /** @type {any} */ (live())[name](...args);
+  for (const name of GATE_CALLS) forward[name] = (/** @type {unknown[]} */ ...args) => /** @type {any} */ (live().gate)[name](...args);
+  for (const name of TOOLS_CALLS) forwardTools[name] = (/** @type {unknown[]} */ ...args) => /** @type {any} */ (live().tools)[name](...args);
   const root = await component.instantiate(component.getCoreModule, {
     'interlock:gate/gate': forward,
+    'interlock:gate/tools': forwardTools,
     'interlock:conformance/driver': {
       newWorker() {
         if (started >= pool.length) throw new Error(`the vector needs more than ${pool.length} workers`);
@@ -155,7 +161,8 @@ export async function runVector(vector, { gate, journal, storage, host, pins, no
   const text = JSON.stringify(vector);
   for (let i = 0; i < api.workers(text); i++) {
     const r = await gateRoot(gate, { journal: shared, clock });
-    pool.push((wrap ? wrap(r, i + 1) : r).gate);
+    const w = wrap ? wrap(r, i + 1) : r;
+    pool.push({ gate: w.gate, tools: w.tools ?? r.tools });
   }
   const options = { host, fileJournal: Boolean(storage.reopen), checkPin: pins !== undefined };
   const report = api.run(text, pins ?? '{}', options);
@@ -181,6 +188,7 @@ async function bare() {
   const none = new Proxy({}, { get: () => unused });
   return component.instantiate(component.getCoreModule, {
     'interlock:gate/gate': none,
+    'interlock:gate/tools': none,
     'interlock:conformance/driver': none,
   });
 }

@@ -6,13 +6,15 @@ given its URL), a fake clock, and the file operations ``tear_journal``, ``reopen
 pins are the runner's. A SQL journal's bytes, for the pins, are its entries in append order
 (``ordinal``), each followed by a newline; the runner skips the vectors that act on a file.
 
-The runner imports the gate's own interface; each call is forwarded to the current worker's
-instance as it is (wasmtime-py gives a result's ``ok`` as the value and its ``err`` as the
-gate-error ``Variant``, and takes them back the same way).
+The runner imports the gate's own interfaces (``gate``, and ``tools`` for the tool-gating
+vectors); each call is forwarded to the current worker's instance as it is (wasmtime-py
+gives a result's ``ok`` as the value and its ``err`` as the gate-error ``Variant``, and
+takes them back the same way).
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 from dataclasses import dataclass
@@ -36,6 +38,9 @@ HOST = "python"
 # The gate functions the runner calls (its component imports only these).
 GATE_CALLS = ("submit", "resume", "recover", "open-effects", "set-routes", "defaults",
               "grant-lease", "revoke-lease", "approve", "receipt", "verify")
+# The gate's tool mapping (interlock:gate/tools), which the tool-gating vectors drive.
+TOOLS_CALLS = ("check-config", "check-authority", "premise-call", "proposal", "send-call",
+               "lookup-call", "premises", "mcp-answer", "reply", "found")
 
 
 def load_dir(d: Path) -> List[Tuple[Path, Dict[str, Any]]]:
@@ -138,12 +143,49 @@ class Driver:
             self.note(json.loads(event))
 
 
+def _lower_gate_errors() -> None:
+    """Lets a host function return the ``err`` of ``result<option<T>, gate-error>``
+    (``premise-call``, ``lookup-call``). wasmtime-py 50 lowers an untagged result by trying
+    its ``ok`` case first, and an option's ``none`` case matches every object, so any value,
+    a gate-error included, is taken for ``ok`` and then fails as ``value not valid for this
+    variant``. Here a ``Variant`` given for an untagged result whose ``err`` is a variant and
+    whose ``ok`` cannot be one is lowered as that ``err``, as the runner's import means it."""
+    global _GATE_ERRORS_LOWERED
+    from wasmtime import _ffi as ffi
+    from wasmtime.component._types import ResultType, VariantType
+
+    if _GATE_ERRORS_LOWERED:
+        return
+    original = ResultType._lower
+
+    def _lower(self: Any, store: Any, val: Any) -> Any:
+        if isinstance(val, Variant) and not self._tagged() and isinstance(self.err, VariantType):
+            ok_classes: set = set()
+            if self.ok is not None:
+                self.ok.add_classes(ok_classes)
+            if Variant not in ok_classes:
+                raw = ffi.wasmtime_component_val_t()
+                self.err.convert_to_c(store, val, ctypes.pointer(raw))
+                return ("err", ffi.wasmtime_component_val_new(ctypes.byref(raw)))
+        return original(self, store, val)
+
+    ResultType._lower = _lower  # type: ignore[method-assign]
+    _GATE_ERRORS_LOWERED = True
+
+
+_GATE_ERRORS_LOWERED = False
+
+
 def _linker(driver: Driver) -> Linker:
+    _lower_gate_errors()
     linker = Linker(engine())
     with linker.root() as root:
         with root.add_instance("interlock:gate/gate@0.1.0") as g:
             for name in GATE_CALLS:
                 g.add_func(name, driver.forward(name))
+        with root.add_instance("interlock:gate/tools@0.1.0") as t:
+            for name in TOOLS_CALLS:
+                t.add_func(name, driver.forward(name))
         with root.add_instance("interlock:conformance/driver@0.1.0") as d:
             d.add_func("new-worker", driver.new_worker)
             d.add_func("use-worker", driver.use_worker)

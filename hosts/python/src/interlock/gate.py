@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 GATE_WASM = "interlock_gate.wasm"
 PAYMENTS_WASM = "payments_sim.wasm"
 GATE_INTERFACE = "interlock:gate/gate@0.1.0"
+TOOLS_INTERFACE = "interlock:gate/tools@0.1.0"
 JOURNAL_INTERFACE = "interlock:gate/journal@0.1.0"
 CLOCK_PREFIX = "wasi:clocks/wall-clock@"
 
@@ -546,6 +547,20 @@ class GateHost:
             func = instance.get_func(self.store, idx) if idx is not None else None
             if func is None:
                 raise GateTrap(f"the gate component lacks the export {name!r}")
+            self._funcs[name] = func
+        # The tool mapping (interlock:gate/tools), for a caller that hands its calls on
+        # unchanged (the conformance driver): ``raw`` reaches these by name too.
+        ti = instance.get_export_index(self.store, TOOLS_INTERFACE)
+        if ti is None:
+            raise GateTrap(f"the component does not export {TOOLS_INTERFACE}")
+        for name in (
+            "check-config", "check-authority", "premise-call", "proposal", "send-call",
+            "lookup-call", "premises", "mcp-answer", "reply", "found",
+        ):
+            idx = instance.get_export_index(self.store, name, ti)
+            func = instance.get_func(self.store, idx) if idx is not None else None
+            if func is None:
+                raise GateTrap(f"the gate component lacks the export {TOOLS_INTERFACE} {name!r}")
             self._funcs[name] = func
 
     # -- imports: wasi:clocks/wall-clock

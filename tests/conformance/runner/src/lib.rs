@@ -62,11 +62,23 @@ struct Vector {
     tier: String,
     #[serde(default)]
     paid_cents: Option<u64>,
+    /// A tool-gating vector's configuration (the MCP proxy's and `protect()`'s, as is):
+    /// its steps are the agent's tool calls (`call`), mapped by the gate's `tools`.
+    #[serde(default)]
+    config: Option<Value>,
+    /// The host's authority for gated tools whose configuration names none (the proxy's
+    /// `--lease`); absent: the lease every vector starts with. `null`: none.
+    #[serde(default = "host_authority")]
+    host_authority: Option<Value>,
     steps: Vec<Value>,
     expect: Value,
     /// Host name -> why that host cannot run this vector.
     #[serde(default)]
     skip: BTreeMap<String, String>,
+}
+
+fn host_authority() -> Option<Value> {
+    Some(serde_json::json!({ "lease": LEASE }))
 }
 
 impl Vector {

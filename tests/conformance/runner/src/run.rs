@@ -24,6 +24,10 @@ use crate::{
     PAID_CENTS, PAYMENTS, T0_MS,
 };
 
+mod tools;
+use tools::Played;
+pub use tools::ToolWorld;
+
 /// The ops that act on the journal file (a journal that is not a file cannot run them).
 const FILE_OPS: [&str; 3] = ["tear_journal", "reopen", "repair"];
 
@@ -56,6 +60,8 @@ struct Task {
     proposal: Value,
     finished: bool,
     last: Option<Value>,
+    /// A tool-gating vector's task: the model's call `(tool, arguments)`.
+    call: Option<(String, Value)>,
 }
 
 struct Run {
@@ -70,6 +76,8 @@ struct Run {
     failures: Vec<String>,
     /// The gate's claim wait (`defaults`): poll every `poll_ms`, at most `max_polls` times.
     claim_wait: Option<(u64, u64)>,
+    /// The host's authority for gated tools whose configuration names none.
+    host_authority: Option<Value>,
 }
 
 fn gate_error_case(e: &GateError) -> &'static str {
@@ -324,6 +332,9 @@ impl Run {
         if let Some(m) = v.as_object_mut() {
             m.remove("effect_id");
         }
+        if let Some(tool) = self.tool_of(o)? {
+            self.add_reply(&tool, o, &mut v);
+        }
         if o.state == State::Committed || o.state == State::Confirmed {
             let receipt = gate::receipt(&o.effect_id, None).map_err(|e| gate_err("receipt", e))?;
             let r: Value = serde_json::from_str(&receipt).map_err(|e| format!("receipt: {e}"))?;
@@ -453,6 +464,18 @@ impl Run {
             if self.tasks[&name].finished {
                 continue;
             }
+            if self.tasks[&name].call.is_some() {
+                // The model calls the tool again.
+                match self.play_call(&name, None) {
+                    Ok(Played::Outcome(o)) => {
+                        self.record(&name, &o)?;
+                    }
+                    Ok(Played::Before(v)) => self.record_before(&name, &v),
+                    Err(Stop::Failed(e)) => return Err(format!("call {name} again: {e}")),
+                    Err(Stop::Crashed) => unreachable!("no crash point is set"),
+                }
+                continue;
+            }
             let proposal = self.tasks[&name].proposal.to_string();
             let first = self
                 .submit_step(&proposal)
@@ -546,6 +569,7 @@ impl Run {
             proposal: p,
             finished: false,
             last: None,
+            call: None,
         };
         if self.tasks.insert(name.clone(), task).is_some() {
             return Err(format!("task {name:?} decided twice"));
@@ -569,6 +593,8 @@ impl Run {
                     json!(amount);
             }
             "send" => self.send(step)?,
+            "call" => self.tool_call(step)?,
+            "check_config" => self.check_config(step)?,
             "restart" => self.restart(step)?,
             "race" => self.race(step)?,
             "approve" => {
@@ -719,7 +745,7 @@ pub fn workers(v: &Vector) -> u32 {
             .get("tasks")
             .and_then(Value::as_array)
             .map_or(0, |t| t.len() as u32),
-        Some("send") => u32::from(s.get("crash").is_some()),
+        Some("send" | "call") => u32::from(s.get("crash").is_some()),
         Some("reopen") => 1,
         _ => 0,
     };
@@ -759,8 +785,12 @@ pub fn run(v: &Vector, pins: &BTreeMap<String, String>, options: &Options) -> Re
         order: Vec::new(),
         failures: Vec::new(),
         claim_wait: None,
+        host_authority: v.host_authority.clone(),
     };
     run.host();
+    if let Some(config) = &v.config {
+        run.start_tools(config)?;
+    }
     gate::grant_lease(LEASE, T0_MS + LEASE_MS).map_err(|e| gate_err("the first lease", e))?;
     for (i, step) in v.steps.iter().enumerate() {
         note(json!({"kind": "step", "index": i, "step": step}));
@@ -800,6 +830,18 @@ pub fn run(v: &Vector, pins: &BTreeMap<String, String>, options: &Options) -> Re
         match tasks.get(name) {
             Some(got) => failures.extend(check(&format!("task {name}"), got, want)),
             None => failures.push(format!("task {name} never got an outcome")),
+        }
+    }
+    if let Some(want) = v.expect.get("tool_calls") {
+        let got = Value::Array(
+            run.world
+                .tools
+                .as_ref()
+                .map(|t| t.calls.clone())
+                .unwrap_or_default(),
+        );
+        if got != *want {
+            failures.push(format!("tool_calls are {got}, expected {want}"));
         }
     }
     if options.check_pin {

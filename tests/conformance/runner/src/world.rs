@@ -22,6 +22,8 @@ pub struct World {
     pub failing_checks: u64,
     /// The targets the current process reaches (`restart.routes`), else every target.
     pub routes: Option<Vec<String>>,
+    /// A tool-gating vector's tools (the payments service's, as an MCP server offers them).
+    pub tools: Option<crate::run::ToolWorld>,
 }
 
 /// Sends an event to the host's `note`.
@@ -88,14 +90,20 @@ impl World {
             failing_reads: 0,
             failing_checks: 0,
             routes: None,
+            tools: None,
         }
     }
 
-    /// What the current process tells the gate it reaches.
+    /// What the current process tells the gate it reaches; by default every target: the
+    /// payments service, and each gated tool (a tool's effects are routed by its name).
     pub fn routes(&self) -> Vec<String> {
-        self.routes
-            .clone()
-            .unwrap_or_else(|| vec![PAYMENTS.to_string()])
+        self.routes.clone().unwrap_or_else(|| {
+            let mut all = vec![PAYMENTS.to_string()];
+            if let Some(t) = &self.tools {
+                all.extend(t.gated.iter().cloned());
+            }
+            all
+        })
     }
 
     pub fn refunded_cents(&self) -> u64 {
@@ -105,6 +113,12 @@ impl World {
     /// Answers the step `ask` (not `done`) at `now_ms`. The gate asks only for targets
     /// the process routes; another one is a bug of the gate, never answered.
     pub fn answer(&mut self, ask: &Ask, now_ms: u64) -> Reply {
+        if let Some(reply) = self.answer_by_tools(ask, now_ms) {
+            let (name, request) = ask_json(ask);
+            note(json!({"kind": "reply", "name": name, "request": request,
+                        "reply": reply_json(&reply), "refunded_cents": self.refunded_cents()}));
+            return reply;
+        }
         let reply = match ask {
             Ask::Capture(r) => {
                 assert_eq!(r.target, PAYMENTS, "the gate asked for an unrouted target");
