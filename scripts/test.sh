@@ -30,6 +30,8 @@ INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash h
 step "MCP proxies: the latency bench, quick (results/mcp.md comes from its full run)"
 "${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" experiments/mcp-bench/bench.py \
   --cli "$CARGO_TARGET_DIR/debug/interlock" --quick
+step "frameworks: every 'with Interlock' cell of results/frameworks/*.json holds"
+python3 experiments/frameworks/render.py --check
 step "node host"
 # After the Python host: the TypeScript MCP SDK's client drives both proxies, the CLI's and
 # Python's (its venv, set up above).
