@@ -169,3 +169,16 @@ def test_a_shared_sqlite_journal(tmp_path):
         tools.lease(LEASE, 3600)
         assert tools["create_refund"](**ARGS)["ok"]
     assert not (tmp_path / "journal").exists() and payments.refund_count() == 1
+
+
+def test_a_premise_or_lookup_tool_without_a_function_is_refused_at_protect(tmp_path):
+    from interlock import InvalidField
+    from interlock.tools import protect
+
+    config = {"tools": {"create_refund": {
+        "key": ["order_id"], "authority": {"lease": "L"},
+        "lookup": {"tool": "find_refund", "arguments": {"reference": "$effect_id"}, "found": "found"}}}}
+    with pytest.raises(InvalidField) as e:
+        protect({"create_refund": lambda **a: a}, config, journal=str(tmp_path))
+    assert e.value.field == "/tools/create_refund/lookup/tool"
+    assert (tmp_path / "journal.jsonl").read_bytes() == b""  # nothing recorded

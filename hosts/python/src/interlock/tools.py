@@ -433,6 +433,14 @@ class Protected(Mapping[str, Callable[..., Any]]):
         missing = sorted(set(gate.gated) - set(self.functions))
         if missing:
             raise InvalidField(f"/tools/{missing[0]}", "is gated by the configuration but no function was given")
+        # A premise or lookup tool with no function would be found missing only at a re-check
+        # or a recovery, when the effect is already in flight: refused here, as Node does.
+        specs = json.loads(gate.config)["tools"]
+        for tool in gate.gated:
+            for part in ("premises", "lookup"):
+                named = (specs[tool].get(part) or {}).get("tool")
+                if named is not None and named not in self.functions:
+                    raise InvalidField(f"/tools/{tool}/{part}/tool", f"no function {named!r} was given to protect()")
         self._wrapped = {name: self._wrap(name) for name in self.functions}
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
