@@ -6,7 +6,7 @@ use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
-use crate::canon::canonical;
+use crate::canon::{canonical, sha256_hex};
 use crate::entry::{Spelled, Stream};
 use crate::proposal::{Bound, Cap};
 use crate::types::{PremiseChange, Reason};
@@ -86,9 +86,22 @@ pub struct Approval {
     pub premises_seen: BTreeMap<String, Value>,
 }
 
-pub fn check_approval(s: &Stream, effect_id: &str, now_ms: u64) -> Result<Approval, Reason> {
+/// The approval in stream `s`, if it approves exactly this effect (its id and its payload)
+/// and still holds at `now_ms`.
+pub fn check_approval(
+    s: &Stream,
+    effect_id: &str,
+    effect: &Value,
+    now_ms: u64,
+) -> Result<Approval, Reason> {
     let first = s.entries.first().ok_or(Reason::ApprovalMissing)?;
     if first.get("effect_id").and_then(Value::as_str) != Some(effect_id) {
+        return Err(Reason::ApprovalMissing);
+    }
+    // Another payload under the same key (a $30 refund under a $20 approval) is another
+    // request: not approved.
+    let approved = first.get("effect_sha256").and_then(Value::as_str);
+    if approved != Some(sha256_hex(canonical(effect).as_bytes()).as_str()) {
         return Err(Reason::ApprovalMissing);
     }
     if s.entries

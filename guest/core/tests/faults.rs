@@ -468,6 +468,30 @@ fn f12_stale_approval_goes_back_to_the_approver() {
 }
 
 #[test]
+fn an_approval_authorizes_its_payload_not_only_its_key() {
+    // The effect id comes from the key; an approval of $20 under a key must not authorize
+    // a $30 refund under the same key.
+    let mut w = World::new(Tier::ONE);
+    let approval = json!({"approval": "apr-20", "approver": "manager@shop",
+        "request": {"key": "refund:order_881", "effect": {"order": "order_881", "amount_cents": 2000}}});
+    w.gate
+        .approve(&mut w.j, w.now, &approval.to_string())
+        .unwrap();
+    let p = |cents: u64| {
+        json!({"agent": "refund-agent", "target": {"name": "payments", "dedupes": true},
+        "key": "refund:order_881", "effect": {"order": "order_881", "amount_cents": cents},
+        "authority": {"approval": "apr-20"}, "premises": {"eligible": true}})
+        .to_string()
+    };
+    let o = w.submit_text(&p(3000), None).unwrap();
+    assert_eq!(
+        (o.state, o.reason),
+        (State::Refused, Some(Reason::ApprovalMissing))
+    );
+    assert_eq!(w.refunded(), 0);
+}
+
+#[test]
 fn an_unrelated_refund_inside_a_bound_does_not_refuse() {
     let mut w = World::new(Tier::ONE);
     let mut p = w.proposal(2000);

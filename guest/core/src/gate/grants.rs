@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::streams::Plan;
 use super::Gate;
 use crate::authority::{approval_stream, lease_stream, Mark};
-use crate::canon::effect_id_for;
+use crate::canon::{canonical, effect_id_for, sha256_hex};
 use crate::defaults;
 use crate::fields;
 use crate::journal::{Journal, JournalError};
@@ -108,7 +108,10 @@ impl Gate {
             None => Value::Object(Map::new()),
             Some(p) => Value::Object(object(p, "/premises_seen")?.clone()),
         };
-        let mut f = fields!("approval" => id.clone(), "approver" => approver, "effect_id" => effect_id, "premises_seen" => seen);
+        // The approved effect itself, not only its id: the id comes from the key, and an
+        // approval of $20 must not authorize $30 under the same key.
+        let effect_sha256 = sha256_hex(canonical(effect).as_bytes());
+        let mut f = fields!("approval" => id.clone(), "approver" => approver, "effect_id" => effect_id, "effect_sha256" => effect_sha256, "premises_seen" => seen);
         if let Some(x) = proposal::opt_u64(m, "expires_at_ms", "/expires_at_ms")? {
             f.insert("expires_at_ms".into(), x.into());
         }
@@ -117,9 +120,15 @@ impl Gate {
         if let Some(first) = s.entries.first() {
             // Approving the same thing twice is harmless; approving something else under an
             // existing id would silently widen authority.
-            let same = ["approver", "effect_id", "premises_seen", "expires_at_ms"]
-                .iter()
-                .all(|k| first.get(*k) == f.get(*k));
+            let same = [
+                "approver",
+                "effect_id",
+                "effect_sha256",
+                "premises_seen",
+                "expires_at_ms",
+            ]
+            .iter()
+            .all(|k| first.get(*k) == f.get(*k));
             return if same {
                 Ok(())
             } else {

@@ -42,6 +42,7 @@ impl Gate {
             Authority::Approval(aid) => authority::check_approval(
                 &self.load(j, &approval_stream(&aid))?,
                 &ctx.id,
+                &ctx.proposal.effect,
                 ctx.latest(now_ms),
             )
             .map(|a| a.premises_seen.keys().cloned().collect()),
@@ -157,6 +158,7 @@ impl Gate {
             if let Ok(a) = authority::check_approval(
                 &self.load(j, &approval_stream(aid))?,
                 &ctx.id,
+                &ctx.proposal.effect,
                 ctx.latest(now_ms),
             ) {
                 let changed =

@@ -139,9 +139,6 @@ def test_an_approval_authorizes_its_call_and_a_revoke_refuses_it(world):
     tools.close()
 
 
-@pytest.mark.xfail(strict=True, reason="the core binds an approval to the effect id (the key) only, not to the "
-                                       "approved effect: a $30 call under a $20 approval of the same key commits "
-                                       "(guest/core/src/authority.rs check_approval); reported to the lead")
 def test_an_approval_binds_the_exact_amount(world):
     from rows import APPROVAL, APPROVER
 
@@ -151,3 +148,5 @@ def test_an_approval_binds_the_exact_amount(world):
                            "args": {"order_id": ORDER, "amount_cents": 3000}})
     tools.close()
     assert world.refund_count() == 0, json.dumps(out.artifact["outcome"])
+    # Another payload under the approved key is another request: not approved.
+    assert out.artifact["outcome"]["reason"] == "approval_missing", out.artifact
