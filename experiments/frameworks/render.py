@@ -1,5 +1,5 @@
 """results/frameworks.md from the cells each framework's experiment wrote
-(results/frameworks/<framework>.json: experiments/frameworks/<framework>.py or .mjs), beside
+(results/frameworks/<framework>.json: the scripts in experiments/frameworks/), beside
 the original's published table (the Python library's landing page), cell by cell.
 
     python experiments/frameworks/render.py [--check]

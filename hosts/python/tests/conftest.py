@@ -10,6 +10,9 @@ REPO = HERE.parents[2]
 VECTORS = REPO / "tests" / "conformance"
 
 sys.path.insert(0, str(HERE))  # conformance_driver, sql_backends
+# The framework tests' shared modules (rows: the world of the original's four rows, the
+# workers). One conftest for the whole tree: a second would shadow this one's names.
+sys.path.insert(0, str(HERE / "frameworks"))
 
 from sql_backends import Cluster, PostgresBackend, SqliteBackend  # noqa: E402 - needs the path above
 
@@ -66,3 +69,12 @@ def backend(request, tmp_path):
     if request.param == "sqlite":
         return SqliteBackend(tmp_path)
     return PostgresBackend(request.getfixturevalue("pg_cluster"))
+
+
+@pytest.fixture
+def world(tmp_path):
+    """A new refund case for the framework tests, at tier "1+lookup" (order_881 paid $100,
+    nothing refunded): tests/frameworks/rows.py."""
+    from rows import World
+
+    return World.create(tmp_path / "world")

@@ -1,6 +1,6 @@
 """DBOS's four rows (issue 15), alone and with Interlock inside: the worker process and the
 driver that kills and restarts it. Shared by tests/frameworks/test_dbos.py and
-experiments/frameworks/dbos.py (no copy).
+experiments/frameworks/dbos_experiment.py (no copy).
 
 A worker (``python dbos_worker.py --world DIR --job JSON [--start]``) launches a real DBOS
 runtime on a SQLite system database in the world's folder. With ``--start`` it starts the

@@ -1,5 +1,5 @@
 """The four rows in LangGraph (issue 15), alone and with Interlock inside: one module the
-tests (test_langgraph_rows.py) and the experiment script (experiments/frameworks/langgraph.py)
+tests (test_langgraph_rows.py) and the experiment script (experiments/frameworks/langgraph_experiment.py)
 both call.
 
 The agent is LangGraph's prebuilt ``create_react_agent`` with its SQLite checkpointer

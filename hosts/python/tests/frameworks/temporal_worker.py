@@ -1,6 +1,6 @@
 """Temporal's four rows (issue 15), alone and with Interlock inside: the worker process and
 the driver that kills and restarts it. Shared by tests/frameworks/test_temporal.py and
-experiments/frameworks/temporal.py (no copy).
+experiments/frameworks/temporal_experiment.py (no copy).
 
 The worker (``python temporal_worker.py --address HOST:PORT --queue Q --world DIR``) runs
 two sync activities against the world's simulated payments service:

@@ -1,6 +1,6 @@
 """The four rows with Interlock inside LangGraph (real killed workers, the SQLite
 checkpointer resuming them): each cell must hold at $20 ($0 for the revoked approval).
-The scenarios are langgraph_rows.py, the same ones experiments/frameworks/langgraph.py runs."""
+The scenarios are langgraph_rows.py, the same ones experiments/frameworks/langgraph_experiment.py runs."""
 
 import pytest
 

@@ -1,8 +1,8 @@
 """The four rows (issue 15) in DBOS, alone and with Interlock inside.
 
-    python experiments/frameworks/dbos.py            # writes results/frameworks/dbos.json
-    python experiments/frameworks/dbos.py --reps 3   # each cell 3 times (every run must agree)
-    python experiments/frameworks/dbos.py --quick    # each cell once, checks, writes nothing
+    python experiments/frameworks/dbos_experiment.py            # writes results/frameworks/dbos.json
+    python experiments/frameworks/dbos_experiment.py --reps 3   # each cell 3 times (every run must agree)
+    python experiments/frameworks/dbos_experiment.py --quick    # each cell once, checks, writes nothing
 
 A real DBOS runtime on a SQLite system database, real worker processes SIGKILLed at the
 fault, DBOS's own recovery (at the next process's launch) resuming the workflows. The
@@ -21,8 +21,6 @@ from pathlib import Path
 from typing import Any, Dict, List
 
 REPO = Path(__file__).resolve().parents[2]
-# This script's folder first on the path would make `import dbos` import this script.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 sys.path.insert(0, str(REPO / "hosts" / "python" / "tests" / "frameworks"))
 
 import dbos_worker as dw  # noqa: E402

