@@ -35,13 +35,6 @@ const workerd = (wasm) => ({
       wasm.add(JSON.stringify([module, file]));
       return { path: `./${module}`, external: true };
     });
-    // hosts/node/src/tools.js (protect) loads the gate from files and opens journals by
-    // location: in a Worker the gate comes from the Worker's modules and the journal is
-    // the Durable Object's (an object passed as `journal`).
-    b.onResolve({ filter: /^\.\/(load-node|journal\/open)\.js$/ }, (args) => {
-      if (!args.importer.endsWith(join('node', 'src', 'tools.js'))) return undefined;
-      return { path: join(root, 'src', args.path.includes('open') ? 'open-edge.js' : 'load-edge-as-node.js') };
-    });
     // Node's conformance driver loads the runner from files; in a Worker its core modules
     // are the Worker's (test/conformance-worker.js sets them up).
     b.onLoad({ filter: /conformance[\\/]driver\.js$/ }, (args) => {

@@ -38,7 +38,7 @@ export function gateComponent() {
   return gate;
 }
 
-/** The same, as hosts/node/src/load-node.js gives it (protect() imports that name). */
+/** The same, async, as protectWith()'s host takes it (examples/agent). */
 export async function gateComponentAsync() {
   return gateComponent();
 }

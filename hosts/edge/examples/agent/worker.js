@@ -12,7 +12,8 @@
 // the gate's rule, given here as configuration only.
 import SCHEMA from '../../src/schema.js';
 import { Agent, routeAgentRequest } from 'agents';
-import { protect } from '../../../node/src/tools.js';
+import { protectWith } from '../../../node/src/tools-core.js';
+import { gateComponentAsync } from '../../src/load-workerd.js';
 import { Rejected } from '../../../node/src/errors.js';
 import { SqlJournal } from '../../src/sql-journal.js';
 
@@ -90,7 +91,10 @@ export class RefundAgent extends Agent {
         run: (sql, ...p) => void storage.sql.exec(sql, ...p).toArray(),
         transaction: (fn) => storage.transactionSync(fn),
       }, `agent ${this.name}`, SCHEMA);
-      const tools = await protect(paymentsTools(this.env.PAYMENTS_URL), GATING, {
+      // protect()'s loop with this Worker's parts: the gate from the Worker's modules, the
+      // journal the Durable Object's (passed as the object itself).
+      const host = { gateComponent: gateComponentAsync, openJournal: (/** @type {any} */ j) => j, ready: async () => {} };
+      const tools = await protectWith(host, paymentsTools(this.env.PAYMENTS_URL), GATING, {
         journal,
         agent: 'refund-agent',
         authority: { lease: this.name }, // the case this agent works on
