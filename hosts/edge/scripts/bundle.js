@@ -23,7 +23,7 @@ export const WORKERS = [
 
 /**
  * esbuild plugin: a `.wasm` import stays an import of a Worker module `gen/<dir>/<file>`,
- * and the file is copied there; protect()'s Node-only imports become this folder's.
+ * and the file is copied there.
  * @param {Set<string>} wasm
  */
 const workerd = (wasm) => ({
@@ -34,16 +34,6 @@ const workerd = (wasm) => ({
       const module = `gen/${basename(dirname(file))}/${basename(file)}`;
       wasm.add(JSON.stringify([module, file]));
       return { path: `./${module}`, external: true };
-    });
-    // Node's conformance driver loads the runner from files; in a Worker its core modules
-    // are the Worker's (test/conformance-worker.js sets them up).
-    b.onLoad({ filter: /conformance[\\/]driver\.js$/ }, (args) => {
-      const text = readFileSync(args.path, 'utf8');
-      const start = text.indexOf('  runner ??= (async () => {');
-      const end = text.indexOf('  })();\n', start);
-      if (start < 0 || end < 0) throw new Error(`${args.path}: runnerComponent() changed; update scripts/bundle.js`);
-      const patched = `${text.slice(0, start)}  runner ??= Promise.resolve(globalThis.__interlockConformanceRunner);\n${text.slice(end + '  })();\n'.length)}`;
-      return { contents: patched, loader: 'js' };
     });
   },
 });

@@ -1,9 +1,9 @@
 // A test Worker: the conformance runner (tests/conformance/runner, the one interpreter of
 // the vectors) inside a Durable Object, driving gate instances over that object's own
 // SQLite journal (SqlJournal over ctx.storage.sql), exactly as the production Worker
-// stores it. Node's driver (hosts/node/conformance/driver.js) is used as it is; only its
-// loading of the runner's core modules is replaced (scripts/bundle.js): here they are
-// modules of the Worker. Same bearer-token front as the production Worker.
+// stores it. Node's driver (hosts/node/conformance/driver.js) is used as it is, given the
+// runner made from the Worker's modules (its `runner` option: a Worker cannot read files).
+// Same bearer-token front as the production Worker.
 import worker from '../src/worker.js';
 import SCHEMA from '../src/schema.js';
 import { runVector } from '../../node/conformance/driver.js';
@@ -16,7 +16,7 @@ import r2 from '../../node/conformance/gen/conformance_runner.core2.wasm';
 import r3 from '../../node/conformance/gen/conformance_runner.core3.wasm';
 
 /** Read by the driver in place of loading conformance/gen from files (see bundle.js). */
-globalThis.__interlockConformanceRunner = new GateComponent(instantiate, getter({
+const runner = new GateComponent(instantiate, getter({
   'conformance_runner.core.wasm': r1,
   'conformance_runner.core2.wasm': r2,
   'conformance_runner.core3.wasm': r3,
@@ -37,7 +37,7 @@ export class InterlockJournal {
       run: (sql, ...p) => void storage.sql.exec(sql, ...p).toArray(),
       transaction: (fn) => storage.transactionSync(fn),
     }, `Durable Object journal ${this.ctx.id}`, SCHEMA);
-    const report = await runVector(vector, { gate: gateComponent(), journal, storage: { bytes: () => journal.bytes() }, host: 'edge', pins });
+    const report = await runVector(vector, { gate: gateComponent(), journal, storage: { bytes: () => journal.bytes() }, host: 'edge', pins, runner });
     return Response.json(report);
   }
 }

@@ -87,12 +87,15 @@ const TOOLS_CALLS = ['checkConfig', 'checkAuthority', 'premiseCall', 'proposal',
  * and, for a file journal, tear/reopen/repair; `pins`: journal-pins.json as text (omit to
  * not compare); `note(event)`: the runner's events, for a person watching.
  * @param {Vector} vector
+ * `runner`: the runner component, where it cannot be loaded from files (a Worker's modules);
+ * else `runnerComponent()`.
  * @param {{ gate: GateComponent<GateRoot>, journal: JournalBackend, storage: Storage, host: string,
- *   pins?: string, note?: (event: any) => void, wrap?: (root: GateRoot, worker: number) => GateRoot }} env
+ *   pins?: string, note?: (event: any) => void, wrap?: (root: GateRoot, worker: number) => GateRoot,
+ *   runner?: GateComponent<any> }} env
  * @returns {Promise<Report>}
  */
-export async function runVector(vector, { gate, journal, storage, host, pins, note, wrap }) {
-  const component = await runnerComponent();
+export async function runVector(vector, { gate, journal, storage, host, pins, note, wrap, runner }) {
+  const component = runner ?? await runnerComponent();
   const shared = new SharedJournal(journal);
   const clock = new FakeClock(0);
   /** @type {Pick<GateRoot, 'gate' | 'tools'>[]} */
