@@ -52,8 +52,10 @@ def test_protect_quickstart(tmp_path, monkeypatch):
     assert out["ok"] and out["outcome"]["state"] == "COMMITTED" and service.refund_count() == 1
 
 
-def test_proxy_quickstart(tmp_path):
+@pytest.mark.parametrize("proxy", ["python", "cli"])
+def test_proxy_quickstart(tmp_path, proxy, request):
     pytest.importorskip("mcp")
+    cli = request.getfixturevalue("cli") if proxy == "cli" else None
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
     server = REPO / "tests" / "mcp" / "payments_server.py"
@@ -72,11 +74,15 @@ def test_proxy_quickstart(tmp_path):
                     "with Interlock('.interlock/mcp') as g: g.lease('case-4471', ttl_s=3600)"],
                    cwd=tmp_path, check=True)
     # --- quickstart: the MCP proxy (command) ---
-    command = "python3 -m interlock.mcp_proxy --config interlock.mcp.json --lease case-4471 -- " \
-              "python3 payments_server.py --state payments.json"
+    command = {
+        "cli": "interlock mcp-proxy --config interlock.mcp.json --lease case-4471 -- "
+               "python3 payments_server.py --state payments.json",
+        "python": "python3 -m interlock.mcp_proxy --config interlock.mcp.json --lease case-4471 -- "
+                  "python3 payments_server.py --state payments.json",
+    }[proxy]
     # --- end ---
     argv = command.split()
-    argv[0] = sys.executable
+    argv[0] = sys.executable if proxy == "python" else str(cli)
     argv[argv.index("payments_server.py") - 1:argv.index("payments_server.py") + 1] = [sys.executable, str(server)]
 
     async def agent():
