@@ -320,6 +320,9 @@ impl tl::Guest for Component {
     fn check_authority(config: String, authority: Option<String>) -> Result<(), g::GateError> {
         core_::tools::text::check_authority(&config, authority.as_deref()).map_err(err)
     }
+    fn check_tools(config: String, available: Vec<String>) -> Result<(), g::GateError> {
+        core_::tools::text::check_tools(&config, &available).map_err(err)
+    }
     fn premises(config: String, tool: String, answer: String) -> Result<String, g::GateError> {
         core_::tools::text::premises(&config, &tool, &answer).map_err(err)
     }

@@ -274,6 +274,35 @@ impl ToolsConfig {
         }
     }
 
+    /// Checks that every tool the configuration names (each gated tool, and the premise and
+    /// lookup tools it calls) is among `available` (the functions a host was given, or an
+    /// upstream server's tools): a missing one would only be found at a re-check or a
+    /// recovery, with the effect already in flight. A host calls it at start.
+    pub fn check_tools(&self, available: &[String]) -> Result<(), GateError> {
+        let given = |t: &str| available.iter().any(|a| a == t);
+        for (tool, spec) in &self.tools {
+            if !given(tool) {
+                return Err(field_err(
+                    &format!("/tools/{tool}"),
+                    "is gated by the configuration, but no such tool was given",
+                ));
+            }
+            let named = [
+                ("premises", spec.premises.as_ref().map(|(m, _)| &m.tool)),
+                ("lookup", spec.lookup.as_ref().map(|(m, _)| &m.tool)),
+            ];
+            for (part, named) in named {
+                if let Some(t) = named.filter(|t| !given(t)) {
+                    return Err(field_err(
+                        &format!("/tools/{tool}/{part}/tool"),
+                        format!("names {t:?}, but no such tool was given"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// The tools this configuration gates; every other tool passes through untouched.
     pub fn gated(&self) -> Vec<String> {
         self.tools.keys().cloned().collect()
@@ -694,6 +723,10 @@ pub mod text {
         ToolsConfig::parse(config)?.check_authority(authority.as_ref())
     }
 
+    pub fn check_tools(config: &str, available: &[String]) -> Result<(), GateError> {
+        ToolsConfig::parse(config)?.check_tools(available)
+    }
+
     pub fn premises(config: &str, tool: &str, answer: &str) -> Result<String, GateError> {
         let answer = parse_input(answer, "/premises")?;
         Ok(canonical(
@@ -959,6 +992,30 @@ mod tests {
         assert_eq!(
             pointer(mcp_answer(&json!({"isError": "yes", "content": []})).unwrap_err()),
             "/result/isError"
+        );
+    }
+
+    #[test]
+    fn every_tool_the_configuration_names_must_be_given() {
+        let c = config();
+        let all: Vec<String> = ["create_refund", "get_order", "find_refund"]
+            .map(String::from)
+            .to_vec();
+        c.check_tools(&all).unwrap();
+        assert_eq!(
+            pointer(c.check_tools(&all[1..]).unwrap_err()),
+            "/tools/create_refund"
+        );
+        assert_eq!(
+            pointer(c.check_tools(&all[..2]).unwrap_err()),
+            "/tools/create_refund/lookup/tool"
+        );
+        assert_eq!(
+            pointer(
+                c.check_tools(&[all[0].clone(), all[2].clone()])
+                    .unwrap_err()
+            ),
+            "/tools/create_refund/premises/tool"
         );
     }
 

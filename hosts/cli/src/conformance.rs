@@ -315,6 +315,14 @@ impl imported_tools::Host for Driver {
             .check_authority(&config, authority.as_deref());
         forward(r, |()| ())
     }
+    fn check_tools(
+        &mut self,
+        config: String,
+        available: Vec<String>,
+    ) -> wasmtime::Result<Result<(), imported::GateError>> {
+        let r = self.worker()?.tools().check_tools(&config, &available);
+        forward(r, |()| ())
+    }
     fn premise_call(
         &mut self,
         config: String,

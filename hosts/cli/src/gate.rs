@@ -473,6 +473,12 @@ impl Tools<'_> {
         ))
     }
 
+    /// Whether every tool the configuration names is among `available`.
+    pub fn check_tools(&mut self, config: &str, available: &[String]) -> Result<(), Error> {
+        let api = self.api();
+        gate(api.call_check_tools(&mut self.host.store, &config.to_owned(), available))
+    }
+
     /// The premises (named fields) in the premise tool's answer.
     pub fn premises(&mut self, config: &str, tool: &str, answer: &str) -> Result<String, Error> {
         let api = self.api();

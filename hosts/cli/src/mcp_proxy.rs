@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
     ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
@@ -444,11 +444,10 @@ async fn serve(mut gate: GateHost, options: Options) -> Result<()> {
         .list_all_tools()
         .await
         .context("the upstream server did not list its tools")?;
-    for tool in &gated {
-        if !listed.iter().any(|t| t.name == *tool) {
-            bail!("the configuration gates `{tool}`, which the upstream server does not have");
-        }
-    }
+    let names: Vec<String> = listed.iter().map(|t| t.name.to_string()).collect();
+    gate.tools()
+        .check_tools(&options.config, &names)
+        .map_err(|e| anyhow!("the upstream server's tools: {e}"))?;
     let proxy = Proxy {
         shared: Arc::new(Shared {
             gate: Mutex::new(gate),

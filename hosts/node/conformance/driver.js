@@ -79,7 +79,7 @@ class SharedJournal {
 
 const GATE_CALLS = ['submit', 'resume', 'recover', 'openEffects', 'setRoutes', 'defaults', 'grantLease', 'revokeLease', 'approve', 'receipt', 'verify'];
 /** The gate's tool mapping (`interlock:gate/tools`), which the tool-gating vectors drive. */
-const TOOLS_CALLS = ['checkConfig', 'checkAuthority', 'premiseCall', 'proposal', 'sendCall', 'lookupCall', 'premises', 'mcpAnswer', 'reply', 'found'];
+const TOOLS_CALLS = ['checkConfig', 'checkAuthority', 'checkTools', 'premiseCall', 'proposal', 'sendCall', 'lookupCall', 'premises', 'mcpAnswer', 'reply', 'found'];
 
 /**
  * Plays `vector` through the runner on this host's gate over `journal`.

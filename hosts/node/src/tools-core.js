@@ -157,19 +157,12 @@ export async function protectWith(host, functions, config, options = {}) {
   // opens (and locks) nothing.
   const checker = (await gateRoot(real, { journal: new MemoryJournal(), clock })).tools;
   const gated = typed(() => checker.checkConfig(text));
-  /** @type {any} the configuration's own words, read only to check that every tool it names is given */
+  /** @type {any} the configuration's own words, read only for its journal_dir */
   const cfg = JSON.parse(text);
   const authority = options.authority === undefined ? undefined : jsonText(options.authority);
-  for (const tool of gated) {
-    const spec = cfg.tools[tool];
-    if (!Object.hasOwn(functions, tool)) throw invalidField(`/tools/${tool}`, `no function ${JSON.stringify(tool)} was given to protect()`);
-    for (const part of ['premises', 'lookup']) {
-      const named = spec[part]?.tool;
-      if (named !== undefined && !Object.hasOwn(functions, named)) {
-        throw invalidField(`/tools/${tool}/${part}/tool`, `no function ${JSON.stringify(named)} was given to protect()`);
-      }
-    }
-  }
+  // Every tool the configuration names (gated, premise, lookup) needs a function: one missing
+  // would only be found at a re-check or a recovery (the component's rule, every host's).
+  typed(() => checker.checkTools(text, Object.keys(functions)));
   // Every gated tool has authority (its own, else the host's): never a silent default.
   typed(() => checker.checkAuthority(text, authority));
   const location = options.journal ?? cfg.journal_dir;

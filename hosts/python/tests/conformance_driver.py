@@ -39,7 +39,7 @@ HOST = "python"
 GATE_CALLS = ("submit", "resume", "recover", "open-effects", "set-routes", "defaults",
               "grant-lease", "revoke-lease", "approve", "receipt", "verify")
 # The gate's tool mapping (interlock:gate/tools), which the tool-gating vectors drive.
-TOOLS_CALLS = ("check-config", "check-authority", "premise-call", "proposal", "send-call",
+TOOLS_CALLS = ("check-config", "check-authority", "check-tools", "premise-call", "proposal", "send-call",
                "lookup-call", "premises", "mcp-answer", "reply", "found")
 
 

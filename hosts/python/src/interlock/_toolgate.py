@@ -23,8 +23,8 @@ from .errors import GateTrap, gate_error
 from .gate import CLOCK_PREFIX, GATE_WASM, JOURNAL_INTERFACE, _Datetime, engine, load_component, wasm_path
 
 TOOLS_INTERFACE = "interlock:gate/tools@0.1.0"
-_EXPORTS = ("check-config", "check-authority", "premise-call", "proposal", "send-call", "lookup-call", "premises",
-            "mcp-answer", "reply", "found")
+_EXPORTS = ("check-config", "check-authority", "check-tools", "premise-call", "proposal", "send-call",
+            "lookup-call", "premises", "mcp-answer", "reply", "found")
 
 
 @dataclass(frozen=True)
@@ -110,6 +110,11 @@ class ToolMap:
     def check_config(self, config: str) -> List[str]:
         """The tools the configuration gates; a problem is InvalidField at its pointer."""
         return list(self._call("check-config", config))
+
+    def check_tools(self, config: str, available: List[str]) -> None:
+        """Every tool the configuration names (gated, premise, lookup) is in ``available``;
+        else InvalidField at its pointer (``/tools/<tool>/lookup/tool``)."""
+        self._call("check-tools", config, list(available))
 
     def check_authority(self, config: str, authority: Optional[str]) -> None:
         """Every gated tool has authority, its own or ``authority`` (the host's); else

@@ -554,7 +554,7 @@ class GateHost:
         if ti is None:
             raise GateTrap(f"the component does not export {TOOLS_INTERFACE}")
         for name in (
-            "check-config", "check-authority", "premise-call", "proposal", "send-call",
+            "check-config", "check-authority", "check-tools", "premise-call", "proposal", "send-call",
             "lookup-call", "premises", "mcp-answer", "reply", "found",
         ):
             idx = instance.get_export_index(self.store, name, ti)

@@ -29,7 +29,7 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
 from ._toolgate import tool_map
 from .decorator import RecoveryReport
-from .errors import GateError, InterlockError, InvalidField, MissingExtra
+from .errors import GateError, InterlockError, MissingExtra
 from .gate import ClaimWait, Clock, canonical_json
 from .tools import ToolAnswer, ToolGate, ToolResult
 
@@ -61,9 +61,7 @@ class ProtectedTools(List[BaseTool]):
     def __init__(self, originals: Sequence[BaseTool], gate: ToolGate):
         self.originals: Dict[str, BaseTool] = {t.name: t for t in originals}
         self.gate = gate
-        missing = sorted(set(gate.gated) - set(self.originals))
-        if missing:
-            raise InvalidField(f"/tools/{missing[0]}", "is gated by the configuration but no tool was given")
+        gate.map.check_tools(gate.config, list(self.originals))
         super().__init__(self._wrap(t) if gate.is_gated(t.name) else t for t in originals)
 
     # -- calling the original tools (the gate's steps, and pass-through)
@@ -183,9 +181,7 @@ def protect_tools(tools: Iterable[BaseTool], config: Union[str, Mapping[str, Any
     tools = list(tools)
     # A gated tool not given is refused before the journal is opened (nothing created).
     text = config if isinstance(config, str) else canonical_json(dict(config))
-    missing = sorted(set(tool_map().check_config(text)) - {t.name for t in tools})
-    if missing:
-        raise InvalidField(f"/tools/{missing[0]}", "is gated by the configuration but no tool was given")
+    tool_map().check_tools(text, [t.name for t in tools])
     gate = ToolGate(config, journal=journal, agent=agent, authority=authority, clock=clock, claim_wait=claim_wait)
     try:
         return ProtectedTools(tools, gate)

@@ -163,6 +163,9 @@ class Proxy:
 
 async def serve(a: argparse.Namespace, gate: ToolGate) -> None:
     async with upstream(a) as session:
+        # Every tool the configuration names must be the upstream's (the component's rule).
+        listed = await session.list_tools()
+        gate.map.check_tools(gate.config, [t.name for t in listed.tools])
         proxy = Proxy(gate, session)
         # Every open effect is resolved before the first call is served.
         await proxy.recover()

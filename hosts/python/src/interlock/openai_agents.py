@@ -198,16 +198,6 @@ def _function_tool(name: str, fn: Callable[..., Any], protected: Protected, idem
     return function_tool(invoke, name_override=name, **dict(options))
 
 
-def _check_named_tools(parsed: Mapping[str, Any], functions: Mapping[str, Any]) -> None:
-    """The premise and lookup tools a gated tool names need functions too: without one,
-    every re-check or lookup would fail at recovery and leave the effect open."""
-    for tool, spec in parsed.get("tools", {}).items():
-        for part in ("premises", "lookup"):
-            named = (spec.get(part) or {}).get("tool")
-            if named is not None and named not in functions:
-                raise InvalidField(f"/tools/{tool}/{part}/tool", f"names {named!r}, but no function was given for it")
-
-
 def gated_function_tools(functions: Mapping[str, Callable[..., Any]], config: Union[str, Mapping[str, Any]], *,
                          authority: Optional[AuthoritySource] = None,
                          journal: Union[str, "os.PathLike[str]", None] = None, agent: str = "agent",
@@ -239,7 +229,6 @@ def gated_function_tools(functions: Mapping[str, Callable[..., Any]], config: Un
     try:
         protected = Protected(functions, gate)
         parsed = json.loads(gate.config)
-        _check_named_tools(parsed, functions)
         out: List[FunctionTool] = []
         calls: List[Dict[str, Any]] = []
         for name, fn in functions.items():

@@ -430,17 +430,10 @@ class Protected(Mapping[str, Callable[..., Any]]):
     def __init__(self, functions: Mapping[str, Callable[..., Any]], gate: ToolGate):
         self.functions = dict(functions)
         self.gate = gate
-        missing = sorted(set(gate.gated) - set(self.functions))
-        if missing:
-            raise InvalidField(f"/tools/{missing[0]}", "is gated by the configuration but no function was given")
-        # A premise or lookup tool with no function would be found missing only at a re-check
-        # or a recovery, when the effect is already in flight: refused here, as Node does.
-        specs = json.loads(gate.config)["tools"]
-        for tool in gate.gated:
-            for part in ("premises", "lookup"):
-                named = (specs[tool].get(part) or {}).get("tool")
-                if named is not None and named not in self.functions:
-                    raise InvalidField(f"/tools/{tool}/{part}/tool", f"no function {named!r} was given to protect()")
+        # A tool the configuration names with no function would be found missing only at a
+        # re-check or a recovery, with the effect in flight: refused here (the component's
+        # rule, the same in every host).
+        gate.map.check_tools(gate.config, list(self.functions))
         self._wrapped = {name: self._wrap(name) for name in self.functions}
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
