@@ -161,7 +161,8 @@ class World:
         """The tool-gating config (ARCHITECTURE.md, "Tool gating") gating ``create_refund``
         on this world's journal: premises ``refunded_total`` read excluding this effect,
         lookup by reference, the reference as the idempotency argument, deduped when the
-        service's tier dedupes; ``cap=True`` adds the $30 cap on the order; ``key``: the
+        service's tier dedupes; ``cap=True`` adds the $30 cap on the order, in place of the
+        premise read; ``key``: the
         arguments the effect key is made of (``("order_id", "case_id")`` for two requests on
         one order)."""
         with self.service() as p:
@@ -176,6 +177,10 @@ class World:
             "timeout_ms": timeout_ms,
         }
         if cap:
+            # Only the cap journal holds the race: two refunds of one order also change each
+            # other's refunded_total, and which check refuses the loser (the cap or the
+            # premise) would then depend on timing.
+            del tool["premises"]
             tool["cap"] = {"name": ORDER, "limit_cents": CAP_CENTS, "amount_argument": "amount_cents"}
         if authority is not None:
             tool["authority"] = dict(authority)
