@@ -7,6 +7,11 @@ cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Car
 mkdir -p dist
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_gate.wasm
 echo "dist/interlock_gate.wasm ($(wc -c < dist/interlock_gate.wasm) bytes)"
+# The same gate as a wasi:http handler of the HTTP API (world http-gate; `interlock serve`),
+# in its own target folder: the same crate with --features http builds a file of the same name.
+CARGO_TARGET_DIR="$CARGO_TARGET_DIR/http-gate" cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Cargo.toml --features http "$@"
+cp "$CARGO_TARGET_DIR/http-gate/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_http.wasm
+echo "dist/interlock_http.wasm ($(wc -c < dist/interlock_http.wasm) bytes)"
 # The simulated payments service, loaded by hosts beside the gate (imports nothing).
 cargo build --release --target wasm32-wasip2 --manifest-path adapters/payments-sim/component/Cargo.toml "$@"
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_payments_sim_component.wasm" dist/payments_sim.wasm

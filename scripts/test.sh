@@ -15,6 +15,8 @@ step "format";  cargo fmt --all -- --check
                 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
                 cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
+                CARGO_TARGET_DIR="$CARGO_TARGET_DIR/http-gate" \
+                  cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 --features http -- -D warnings
                 cargo clippy --manifest-path guest/component-rt/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path adapters/payments-sim/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path adapters/journal-format/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
@@ -22,6 +24,8 @@ step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
 step "component"; bash scripts/build-wasm.sh
 export INTERLOCK_WASM="$PWD/dist/interlock_gate.wasm"
 step "tests";   cargo test --workspace   # core, adapters, CLI (conformance, crashes, kills), simulation, tamper, model check, fault table, bench --quick
+step "conformance vectors on the wasi:http component (interlock serve's: it exports the same gate)"
+INTERLOCK_WASM="$PWD/dist/interlock_http.wasm" cargo test -q --workspace --test conformance
 step "fuzz regressions"; cargo test --manifest-path fuzz/Cargo.toml
 step "python host"
 # The CLI binary `cargo test --workspace` built above (a separate `cargo build -p` would
@@ -39,7 +43,9 @@ INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" \
   INTERLOCK_PYTHON="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" bash hosts/node/test.sh
 step "edge: the gate as a Worker in workerd (Durable Object journal), the Agents SDK, Deno"
 # After the Node host: the Worker bundles the package's transpiled component (hosts/node/gen).
-(cd hosts/edge && npm ci --no-audit --no-fund --loglevel=error && npm test)
+# The HTTP API tests run against the Worker and against `interlock serve` (this CLI).
+(cd hosts/edge && npm ci --no-audit --no-fund --loglevel=error && \
+  INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" npm test)
 step "viewer";  bash viewer/test.sh
 step "many workers of every host on one shared journal, killed at random"
 # After the Node and Python hosts are set up: their workers join the CLI's (30 kills each on

@@ -12,11 +12,24 @@ use core::cell::RefCell;
 
 use interlock_core as core_;
 
+#[cfg(not(feature = "http"))]
 wit_bindgen::generate!({
     world: "gate-component",
     path: "../../wit",
     generate_all,
 });
+
+// The same gate, served over HTTP (world http-gate; scripts/build-wasm.sh builds both).
+#[cfg(feature = "http")]
+wit_bindgen::generate!({
+    world: "http-gate",
+    path: "../../wit",
+    generate_all,
+});
+#[cfg(feature = "http")]
+mod http;
+// wit/deps holds two versions of wasi:clocks (0.2.0 for the gate, 0.2.12 for wasi:http).
+use wasi::clocks0_2_0::wall_clock;
 
 use exports::interlock::gate::gate as g;
 use exports::interlock::gate::tools as tl;
@@ -37,7 +50,7 @@ fn with_gate<R>(f: impl FnOnce(&mut core_::Gate, &mut HostJournal, u64) -> R) ->
 }
 
 fn now_ms() -> u64 {
-    let t = wasi::clocks::wall_clock::now();
+    let t = wall_clock::now();
     t.seconds
         .saturating_mul(1000)
         .saturating_add(u64::from(t.nanoseconds / 1_000_000))

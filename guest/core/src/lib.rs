@@ -14,6 +14,7 @@ mod canon;
 pub mod defaults;
 mod entry;
 mod gate;
+pub mod http_api;
 mod journal;
 mod proposal;
 mod receipt;

@@ -23,6 +23,19 @@ pub enum ProblemKind {
     Truncated,
 }
 
+impl ProblemKind {
+    /// The WIT spelling (`problem-kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProblemKind::HashMismatch => "hash-mismatch",
+            ProblemKind::BrokenLink => "broken-link",
+            ProblemKind::BadSeq => "bad-seq",
+            ProblemKind::Unparsable => "unparsable",
+            ProblemKind::Truncated => "truncated",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Problem {
     pub stream: String,

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::bindings::wasi::clocks::wall_clock::{Datetime, Host};
+use crate::bindings::wasi::clocks0_2_0::wall_clock::{Datetime, Host};
 
 /// A wall clock in Unix milliseconds: the system's, or a fake one that only moves when
 /// told. Clones of a fake clock share one time, so a test can move the time a running
@@ -66,5 +66,16 @@ impl Host for Clock {
             seconds: 0,
             nanoseconds: 1_000_000,
         }
+    }
+}
+
+/// The same clock as WASI's wall clock, for a component that imports it through WASI (the
+/// wasi:http component).
+impl wasmtime_wasi::HostWallClock for Clock {
+    fn resolution(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+    fn now(&self) -> Duration {
+        Duration::from_millis(self.now_ms())
     }
 }

@@ -18,10 +18,34 @@ use crate::journal::{Journal, JournalBackend};
 use crate::runtime::Runtime;
 use crate::targets::Targets;
 
-/// The store data: what the component's imports reach.
+/// The store data: what the component's imports reach. `wasi`, `http` and `table` serve
+/// only the wasi:http component (world http-gate, which also exports the gate): its WASI
+/// wall clock is `clock`, so the conformance vectors run over it with the fake clock.
 pub struct HostState {
     pub(crate) journal: Journal,
     pub(crate) clock: Clock,
+    pub(crate) wasi: wasmtime_wasi::WasiCtx,
+    pub(crate) http: wasmtime_wasi_http::WasiHttpCtx,
+    pub(crate) table: wasmtime::component::ResourceTable,
+}
+
+impl wasmtime_wasi::WasiView for HostState {
+    fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
+        wasmtime_wasi::WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl wasmtime_wasi_http::WasiHttpView for HostState {
+    fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
+        wasmtime_wasi_http::WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: Default::default(),
+        }
+    }
 }
 
 /// Where a test or the demo kills the host on purpose.
@@ -118,6 +142,11 @@ impl GateHost {
             HostState {
                 journal: Journal(journal),
                 clock: clock.clone(),
+                wasi: wasmtime_wasi::WasiCtx::builder()
+                    .wall_clock(clock.clone())
+                    .build(),
+                http: wasmtime_wasi_http::WasiHttpCtx::new(),
+                table: wasmtime::component::ResourceTable::new(),
             },
         );
         let gate = runtime.pre.instantiate(&mut store).map_err(trap)?;

@@ -14,6 +14,7 @@ pub mod journal;
 pub mod mcp_proxy;
 pub mod payments_component;
 pub mod runtime;
+pub mod serve;
 pub mod targets;
 
 /// The generated bindings of world `gate-component`, in one place.

@@ -5,7 +5,7 @@
 
 mod output;
 
-use interlock_cli::mcp_proxy;
+use interlock_cli::{mcp_proxy, runtime, serve};
 
 use std::fmt::Display;
 use std::io::Read;
@@ -111,6 +111,18 @@ the outcome is in the result's structuredContent (and in _meta \"interlock/outco
 
 Exit codes: 0 the agent disconnected; 2 a bad configuration (at its JSON pointer) or an
 upstream that does not start.";
+
+const SERVE_HELP: &str = "\
+  INTERLOCK_TOKEN=secret interlock serve .interlock/http --targets targets.json
+The API is docs/http-api.yaml, the Worker's (hosts/edge): every request carries
+`Authorization: Bearer <INTERLOCK_TOKEN>`; journals are /v1/journals/{name}/..., each a
+subfolder of the folder given (or one shared journal's URL, served as --name). The
+component (dist/interlock_http.wasm, world http-gate) decides everything; it reads its
+settings from the environment this passes it: INTERLOCK_TOKEN (required), INTERLOCK_TARGETS
+(or --targets FILE: the HTTP targets it performs itself) and INTERLOCK_RECEIPT_KEY.
+
+Prints `listening on http://HOST:PORT` once it accepts requests. Exit codes: 2 a missing
+token, bad targets or a component that does not load.";
 
 const REVOKE_HELP: &str = "\
 Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
@@ -244,6 +256,27 @@ enum Cmd {
         /// The real server's command and its arguments.
         #[arg(last = true, value_name = "SERVER COMMAND")]
         command: Vec<String>,
+    },
+    /// Serve the gate's HTTP API (docs/http-api.yaml) from the wasi:http component, one
+    /// instance per journal, as the Cloudflare Worker serves it from a Durable Object.
+    #[command(after_help = SERVE_HELP)]
+    Serve {
+        /// The journals: a folder (one subfolder per journal name), or a shared journal's URL
+        /// (sqlite:///..., postgres://...), served as the one journal --name.
+        journals: PathBuf,
+        /// Where to listen (port 0: any free port, printed).
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8787")]
+        listen: std::net::SocketAddr,
+        /// The HTTP targets the server performs itself (JSON; docs/http-api.yaml), instead
+        /// of INTERLOCK_TARGETS.
+        #[arg(long, value_name = "FILE")]
+        targets: Option<PathBuf>,
+        /// The journal's name when JOURNALS is a shared journal's URL.
+        #[arg(long, default_value = "main")]
+        name: String,
+        /// The wasi:http component [default: dist/interlock_http.wasm, or $INTERLOCK_HTTP_WASM].
+        #[arg(long, value_name = "PATH")]
+        component: Option<PathBuf>,
     },
     /// The demo's child processes (run by `demo`).
     #[command(hide = true)]
@@ -413,6 +446,7 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
             action: LeaseCmd::Grant { dir, .. } | LeaseCmd::Revoke { dir, .. },
         } => Some(dir),
         Cmd::McpProxy { journal, .. } => journal.as_deref(),
+        Cmd::Serve { journals, .. } => Some(journals),
     }
 }
 
@@ -462,6 +496,19 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             phase,
             journal,
         } => demo_child(ctx, &dir, phase, journal.as_deref()),
+        Cmd::Serve {
+            journals,
+            listen,
+            targets,
+            name,
+            component,
+        } => serve(
+            &journals,
+            listen,
+            targets.as_deref(),
+            name,
+            component.as_deref(),
+        ),
         Cmd::McpProxy {
             config,
             listen,
@@ -515,6 +562,81 @@ fn mcp_proxy(
             .with_context(|| format!("cannot make the journal folder {}", dir.display()))?;
     }
     mcp_proxy::run(ctx.gate(&dir)?, options)?;
+    Ok(0)
+}
+
+fn serve(
+    journals: &Path,
+    listen: std::net::SocketAddr,
+    targets: Option<&Path>,
+    name: String,
+    component: Option<&Path>,
+) -> Result<u8, Failure> {
+    let mut env: Vec<(String, String)> = [
+        "INTERLOCK_TOKEN",
+        "INTERLOCK_TARGETS",
+        "INTERLOCK_RECEIPT_KEY",
+    ]
+    .into_iter()
+    .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+    .collect();
+    if let Some(file) = targets {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read the targets {}", file.display()))?;
+        env.retain(|(k, _)| k != "INTERLOCK_TARGETS");
+        env.push(("INTERLOCK_TARGETS".into(), text));
+    }
+    // The component reads these; checked here too (the same function) so a mistake stops
+    // the start instead of answering 500 to every request.
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let settings = interlock_core::http_api::Settings::from_env(get)
+        .map_err(|e| Failure::new(2, "usage", e))?;
+    if settings.token.is_none() {
+        return Err(Failure::new(
+            2,
+            "usage",
+            "set INTERLOCK_TOKEN: every request must carry it (Authorization: Bearer <token>); \
+             the gate is never served open",
+        ));
+    }
+    let journals = if is_journal_url(journals) {
+        if !interlock_core::http_api::journal_name_ok(&name) {
+            return Err(Failure::new(
+                2,
+                "usage",
+                format!("--name {name:?} is not a journal name (1 to 64 of A-Z a-z 0-9 . _ -)"),
+            ));
+        }
+        serve::Journals::Url {
+            url: journals.to_string_lossy().into_owned(),
+            name,
+        }
+    } else {
+        std::fs::create_dir_all(journals)
+            .with_context(|| format!("cannot make the journals folder {}", journals.display()))?;
+        serve::Journals::Folder(journals.to_path_buf())
+    };
+    let wasm = runtime::locate_http(component).map_err(|e| Failure {
+        kind: "component",
+        ..Failure::from(e)
+    })?;
+    let targets: Vec<String> = settings.targets.into_keys().collect();
+    serve::run(
+        &wasm,
+        serve::Options {
+            listen,
+            journals,
+            env,
+            on_listening: Box::new(move |addr| {
+                println!("listening on http://{addr} (targets it performs: {targets:?})");
+                let _ = std::io::Write::flush(&mut std::io::stdout());
+            }),
+        },
+    )
+    .map_err(|e| Failure {
+        kind: "serve",
+        ..Failure::from(e)
+    })?;
     Ok(0)
 }
 

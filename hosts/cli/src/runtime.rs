@@ -34,10 +34,30 @@ impl Runtime {
         let engine = Engine::new(&Config::new()).map_err(anyhow::Error::from)?;
         let component = load_component(&engine, wasm)?;
         let mut linker = Linker::<HostState>::new(&engine);
+        if imports_http(&engine, &component) {
+            // The wasi:http component (world http-gate) exports the same gate: run it as the
+            // gate, its WASI wall clock the host's clock (see HostState). WASI's clocks
+            // include wall-clock, so ours is not added a second time.
+            wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
+            wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
+                .map_err(anyhow::Error::from)?;
+            interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| {
+                &mut s.journal
+            })
+            .map_err(anyhow::Error::from)?;
+            let pre = linker
+                .instantiate_pre(&component)
+                .map_err(anyhow::Error::from)
+                .with_context(|| format!("{} does not fit world http-gate", wasm.display()))?;
+            let pre = GateComponentPre::new(pre).map_err(anyhow::Error::from)?;
+            return Ok(Runtime { engine, pre });
+        }
         interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| &mut s.journal)
             .map_err(anyhow::Error::from)?;
-        wasi::clocks::wall_clock::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| &mut s.clock)
-            .map_err(anyhow::Error::from)?;
+        wasi::clocks0_2_0::wall_clock::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| {
+            &mut s.clock
+        })
+        .map_err(anyhow::Error::from)?;
         let pre = linker
             .instantiate_pre(&component)
             .map_err(anyhow::Error::from)
@@ -61,29 +81,81 @@ impl Runtime {
 /// the build output under `$CARGO_TARGET_DIR` (or ./target), else next to this executable,
 /// else the checkout's dist/.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
+    find(
+        explicit,
+        "INTERLOCK_WASM",
+        "",
+        "interlock_gate.wasm",
+        "--wasm PATH",
+        "gate component",
+    )
+}
+
+/// Where the wasi:http component (world http-gate) is: `explicit` (`--component`), else
+/// `$INTERLOCK_HTTP_WASM`, else scripts/build-wasm.sh's output (its own target folder
+/// `http-gate`), next to this executable, or the checkout's dist/.
+pub fn locate_http(explicit: Option<&Path>) -> Result<PathBuf> {
+    find(
+        explicit,
+        "INTERLOCK_HTTP_WASM",
+        "http-gate",
+        HTTP_WASM_NAME,
+        "--component PATH",
+        "wasi:http component",
+    )
+}
+
+/// The file name scripts/build-wasm.sh gives the wasi:http component in dist/.
+pub const HTTP_WASM_NAME: &str = "interlock_http.wasm";
+
+fn find(
+    explicit: Option<&Path>,
+    var: &str,
+    sub: &str,
+    dist_name: &str,
+    flag: &str,
+    what: &str,
+) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return Ok(p.to_path_buf());
     }
-    if let Some(p) = std::env::var_os("INTERLOCK_WASM") {
+    if let Some(p) = std::env::var_os(var) {
         return Ok(PathBuf::from(p));
     }
     let mut tried = Vec::new();
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("target"));
-    tried.push(target_dir.join("wasm32-wasip2/release").join(WASM_NAME));
+    tried.push(
+        target_dir
+            .join(sub)
+            .join("wasm32-wasip2/release")
+            .join(WASM_NAME),
+    );
     if let Some(dir) = std::env::current_exe()
         .ok()
         .and_then(|e| e.parent().map(Path::to_path_buf))
     {
-        tried.push(dir.join(WASM_NAME));
+        tried.push(dir.join(if sub.is_empty() { WASM_NAME } else { dist_name }));
         // Test binaries live one level down, in target/<profile>/deps.
-        if let Some(target) = dir.ancestors().find(|a| a.join("wasm32-wasip2").is_dir()) {
-            tried.push(target.join("wasm32-wasip2/release").join(WASM_NAME));
+        if let Some(target) = dir
+            .ancestors()
+            .find(|a| a.join(sub).join("wasm32-wasip2").is_dir())
+        {
+            tried.push(
+                target
+                    .join(sub)
+                    .join("wasm32-wasip2/release")
+                    .join(WASM_NAME),
+            );
         }
     }
     // A development checkout: scripts/build-wasm.sh also copies it to dist/.
-    tried.push(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/interlock_gate.wasm"));
+    tried.push(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../dist")
+            .join(dist_name),
+    );
     if let Some(found) = tried.iter().find(|p| p.is_file()) {
         return Ok(found.clone());
     }
@@ -92,14 +164,22 @@ pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
         s
     });
     Err(anyhow!(
-        "the gate component was not found; build it with `bash scripts/build-wasm.sh` \
-         (or pass --wasm PATH / set INTERLOCK_WASM). Looked in:{list}"
+        "the {what} was not found; build it with `bash scripts/build-wasm.sh` \
+         (or pass {flag} / set {var}). Looked in:{list}"
     ))
+}
+
+/// Whether `component` imports wasi:http (world http-gate, not gate-component).
+fn imports_http(engine: &Engine, component: &Component) -> bool {
+    component
+        .component_type()
+        .imports(engine)
+        .any(|(name, _)| name.starts_with("wasi:http/"))
 }
 
 /// The component compiled for `engine`: deserialized from the cache file when one
 /// matches, else compiled and cached (best effort: a read-only folder only costs time).
-fn load_component(engine: &Engine, wasm: &Path) -> Result<Component> {
+pub(crate) fn load_component(engine: &Engine, wasm: &Path) -> Result<Component> {
     let bytes = std::fs::read(wasm).with_context(|| {
         format!(
             "cannot read the gate component {}; build it with `bash scripts/build-wasm.sh`",

@@ -3,7 +3,7 @@
 // adapters/payments-sim, the same component every host runs) that plays the target.
 import { spawn, execFileSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { mkdtempSync, readdirSync, rmSync, existsSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -71,6 +71,72 @@ export async function startWorkerd({ worker = 'interlock', disk, env = {} }) {
     },
   };
 }
+
+/**
+ * Starts `interlock serve <disk> --listen 127.0.0.1:0` (the CLI from INTERLOCK_CLI: the
+ * wasi:http component on wasmtime); resolves when it prints where it listens. Same shape as
+ * startWorkerd; `env`: the component's settings (INTERLOCK_TARGETS, ...).
+ * @param {{ disk: string, env?: Record<string, string> }} o
+ */
+export async function startServe({ disk, env = {} }) {
+  const cli = process.env.INTERLOCK_CLI;
+  if (!cli) throw new Error('set INTERLOCK_CLI to the interlock binary');
+  const started = performance.now();
+  const proc = spawn(cli, ['serve', disk, '--listen', '127.0.0.1:0'], {
+    env: { PATH: process.env.PATH, INTERLOCK_TOKEN: TOKEN, ...(process.env.INTERLOCK_HTTP_WASM ? { INTERLOCK_HTTP_WASM: process.env.INTERLOCK_HTTP_WASM } : {}), ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
+  const url = await new Promise((resolve, reject) => {
+    proc.stdout.on('data', (d) => {
+      log += d;
+      const m = /listening on (http:\/\/[^\s]+)/.exec(log);
+      if (m) resolve(m[1]);
+    });
+    proc.stderr.on('data', (d) => (log += d));
+    proc.on('exit', () => reject(new Error(`interlock serve exited: ${log}`)));
+  });
+  return {
+    url,
+    proc,
+    exited,
+    listeningMs: performance.now() - started,
+    log: () => log,
+    async kill() {
+      proc.kill('SIGKILL');
+      return exited;
+    },
+    async stop() {
+      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+/**
+ * The two servers of the one HTTP API (docs/http-api.yaml), for tests that run against
+ * both: `states(disk, journal)` reads a journal's recorded states from outside the server.
+ * `interlock serve` is skipped, saying so, when INTERLOCK_CLI is not set (scripts/test.sh
+ * sets it; INTERLOCK_REQUIRE_CLI=1 makes that a failure).
+ */
+export const SERVERS = [
+  {
+    name: 'workerd',
+    start: startWorkerd,
+    skip: undefined,
+    /** @param {string} disk */
+    states: (disk) => statesOnDisk(journalFiles(disk)[0]),
+  },
+  {
+    name: 'interlock serve',
+    start: startServe,
+    skip: process.env.INTERLOCK_CLI || process.env.INTERLOCK_REQUIRE_CLI ? undefined : 'INTERLOCK_CLI is not set (the interlock binary)',
+    /** @param {string} disk @param {string} journal */
+    states: (disk, journal) => readFileSync(join(disk, journal, 'journal.jsonl'), 'utf8')
+      .split('\n').filter(Boolean).map((l) => JSON.parse(l).state).filter(Boolean),
+  },
+];
 
 /**
  * A request to the gate's API of journal `journal`.
