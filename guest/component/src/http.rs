@@ -5,7 +5,6 @@
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::cell::RefCell;
 
 use interlock_core::http_api::{self, Fetch, Fetched, Io, Request, Response, Server, Settings};
 
@@ -22,11 +21,6 @@ use crate::{Component, HostJournal};
 
 /// The largest request or target answer read, in bytes (the gate refuses far less).
 const MAX_BODY: usize = 1 << 20;
-
-/// The instance's server, made from the environment at the first request.
-struct One(RefCell<Option<Result<Server, String>>>);
-unsafe impl Sync for One {}
-static SERVER: One = One(RefCell::new(None));
 
 fn env(name: &str) -> Option<String> {
     environment::get_environment()
@@ -230,11 +224,12 @@ impl Guest for Component {
             .and_then(|v| String::from_utf8(v).ok());
         let body = request_body(&request);
         drop(request);
-        let mut slot = SERVER.0.borrow_mut();
-        let server = slot.get_or_insert_with(|| Settings::from_env(env).map(Server::new));
-        let response = match (server, body) {
-            (Err(problem), _) => http_api::server_failure(problem),
-            (Ok(server), Ok(body)) => server.handle(
+        let mut slot = crate::API.0.borrow_mut();
+        // The instance's one server (`http-api`'s), from the environment at first.
+        let server = slot.get_or_insert_with(|| Server::new(Settings::from_env(env)));
+        let response = match body {
+            Ok(body) => http_api::run(
+                server,
                 &mut HostJournal,
                 &mut WasiIo,
                 &Request {
@@ -244,9 +239,7 @@ impl Guest for Component {
                     body: &body,
                 },
             ),
-            (Ok(server), Err(u)) => {
-                server.unreadable(authorization.as_deref(), u.too_large, &u.problem)
-            }
+            Err(u) => server.unreadable(authorization.as_deref(), u.too_large, &u.problem),
         };
         drop(slot);
         respond(out, response);

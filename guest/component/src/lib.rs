@@ -32,8 +32,10 @@ mod http;
 use wasi::clocks0_2_0::wall_clock;
 
 use exports::interlock::gate::gate as g;
+use exports::interlock::gate::http_api as ha;
 use exports::interlock::gate::tools as tl;
 use interlock::gate::{journal as wj, target as t, types as ty};
+use interlock_core::http_api as api;
 
 // The allocator, panic handler and cabi_realloc std would give (see its docs).
 use interlock_component_rt as _;
@@ -423,6 +425,97 @@ impl g::Guest for Component {
         with_gate(|gate, j, _| gate.verify(j, &anchors))
             .map(report)
             .map_err(err)
+    }
+}
+
+/// The component's HTTP API server (one journal: this instance's), made by `configure`.
+struct OneApi(RefCell<Option<api::Server>>);
+unsafe impl Sync for OneApi {}
+static API: OneApi = OneApi(RefCell::new(None));
+
+fn with_api<R>(f: impl FnOnce(&mut api::Server) -> R) -> R {
+    let mut slot = API.0.borrow_mut();
+    let server = slot.get_or_insert_with(|| {
+        api::Server::new(Err(String::from(
+            "not configured (http-api.configure was not called)",
+        )))
+    });
+    f(server)
+}
+
+fn api_step(s: api::ApiStep) -> ha::ApiStep {
+    let next = match s.next {
+        api::Next::Respond(r) => ha::Next::Respond(api_response(r)),
+        api::Next::Fetch(f) => ha::Next::Fetch(ha::Fetch {
+            method: f.method,
+            url: f.url,
+            headers: f.headers,
+            body: f.body,
+            timeout_ms: f.timeout_ms,
+        }),
+        api::Next::Sleep(ms) => ha::Next::Sleep(ms),
+    };
+    ha::ApiStep { id: s.id, next }
+}
+
+fn api_response(r: api::Response) -> ha::Response {
+    ha::Response {
+        status: r.status,
+        content_type: String::from(r.content_type),
+        body: r.body,
+        challenge: r.challenge,
+    }
+}
+
+impl ha::Guest for Component {
+    fn configure(settings: Vec<(String, String)>) -> Result<(), String> {
+        let get = |k: &str| {
+            settings
+                .iter()
+                .find(|(n, _)| n == k)
+                .map(|(_, v)| v.clone())
+        };
+        let parsed = api::Settings::from_env(get);
+        let result = parsed.as_ref().map(|_| ()).map_err(Clone::clone);
+        *API.0.borrow_mut() = Some(api::Server::new(parsed));
+        result
+    }
+    fn handle(request: ha::Request) -> ha::ApiStep {
+        let step = with_api(|s| {
+            s.handle(
+                &mut HostJournal,
+                now_ms(),
+                &api::Request {
+                    method: &request.method,
+                    path: &request.path,
+                    authorization: request.authorization.as_deref(),
+                    body: &request.body,
+                },
+            )
+        });
+        api_step(step)
+    }
+    fn resume(id: u64, answer: Option<Result<ha::Fetched, String>>) -> ha::ApiStep {
+        let answer = answer.map(|a| {
+            a.map(|f| api::Fetched {
+                status: f.status,
+                body: f.body,
+            })
+        });
+        api_step(with_api(|s| {
+            s.resume(&mut HostJournal, now_ms(), id, answer)
+        }))
+    }
+    fn refusal(authorization: Option<String>) -> Option<ha::Response> {
+        with_api(|s| s.refusal(authorization.as_deref())).map(api_response)
+    }
+    fn abandon(id: u64) {
+        with_api(|s| s.abandon(id))
+    }
+    fn unreadable(authorization: Option<String>, too_large: bool, problem: String) -> ha::Response {
+        api_response(with_api(|s| {
+            s.unreadable(authorization.as_deref(), too_large, &problem)
+        }))
     }
 }
 

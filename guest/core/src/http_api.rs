@@ -179,15 +179,6 @@ pub fn parse_targets(text: &str) -> Result<BTreeMap<String, HttpTarget>, String>
     Ok(out)
 }
 
-/// The server of one journal: two gate instances over it, as any two workers. `gate`
-/// performs the configured targets (routes: only those), `stepper` hands steps of any
-/// target to the caller. Compare-and-append keeps them honest.
-pub struct Server {
-    gate: Gate,
-    stepper: Gate,
-    settings: Settings,
-}
-
 /// The gate error's HTTP status (the rest are the server's own).
 fn status_of(e: &GateError) -> u16 {
     match e {
@@ -429,15 +420,15 @@ fn cut(s: &str, n: usize) -> &str {
     }
 }
 
-/// The table of docs/http-api.yaml: how a configured HTTP target performs one step, and
-/// what its answer means. Never a made-up reply: a part that is not configured, or an
-/// answer that does not say, is `failed` (the effect stays open).
-pub fn perform(
+/// The table of docs/http-api.yaml, first half: the request that performs gate step `ask`
+/// on a configured HTTP target (`timeout_ms`: the send's). `Err` is the reply when there is
+/// nothing to send: a part that is not configured is `failed` (the effect stays open),
+/// never a made-up answer.
+pub fn target_request(
     targets: &BTreeMap<String, HttpTarget>,
-    step: &Ask,
+    ask: &Ask,
     timeout_ms: u64,
-    io: &mut dyn Io,
-) -> Reply {
+) -> Result<Fetch, Reply> {
     let get = |e: &Endpoint, effect_id: &str, effect: &str| Fetch {
         method: "GET".into(),
         url: fill(&e.url, effect_id, &parsed(effect)),
@@ -446,25 +437,25 @@ pub fn perform(
         timeout_ms: None,
     };
     // The gate asks only for routed targets, and only configured ones are routed.
+    let endpoint = |name: &str, part: &str, e: Option<&Endpoint>| {
+        e.cloned().ok_or_else(|| {
+            Reply::Failed(format!("target {name} has no {part} endpoint configured"))
+        })
+    };
     let target = |name: &str| targets.get(name);
-    match step {
+    match ask {
         Ask::Capture {
             effect_id,
             target: name,
             effect,
             ..
         } => {
-            let Some(e) = target(name).and_then(|t| t.premises.as_ref()) else {
-                return Reply::Failed(format!("target {name} has no premises endpoint configured"));
-            };
-            match io.fetch(&get(e, effect_id, effect)) {
-                Ok(r) if r.status == 200 => match body_json(&r.body) {
-                    Ok(j) => Reply::Captured(j),
-                    Err(m) => Reply::Failed(format!("premises: {m}")),
-                },
-                Ok(r) => Reply::Failed(format!("premises: HTTP {}", r.status)),
-                Err(m) => Reply::Failed(format!("premises: {m}")),
-            }
+            let e = endpoint(
+                name,
+                "premises",
+                target(name).and_then(|t| t.premises.as_ref()),
+            )?;
+            Ok(get(&e, effect_id, effect))
         }
         Ask::Authorize {
             effect_id,
@@ -472,33 +463,15 @@ pub fn perform(
             effect,
             agent,
         } => {
-            let Some(e) = target(name).and_then(|t| t.check.as_ref()) else {
-                return Reply::Failed(format!("target {name} has no check endpoint configured"));
-            };
+            let e = endpoint(name, "check", target(name).and_then(|t| t.check.as_ref()))?;
             let body = json!({"effect_id": effect_id, "agent": agent, "effect": parsed(effect)});
-            let req = Fetch {
+            Ok(Fetch {
                 method: "POST".into(),
                 url: fill(&e.url, effect_id, &parsed(effect)),
                 headers: vec![("content-type".into(), "application/json".into())],
                 body: Some(body.to_string()),
                 timeout_ms: None,
-            };
-            match io.fetch(&req) {
-                Ok(r) => {
-                    let allowed = (r.status == 200)
-                        .then(|| serde_json::from_str::<Value>(&r.body).ok())
-                        .flatten()
-                        .and_then(|v| v.get("allowed").and_then(Value::as_bool));
-                    match allowed {
-                        Some(b) => Reply::Allowed(b),
-                        None => Reply::Failed(format!(
-                            "check: HTTP {}, no {{\"allowed\": bool}}",
-                            r.status
-                        )),
-                    }
-                }
-                Err(m) => Reply::Failed(format!("check: {m}")),
-            }
+            })
         }
         Ask::Apply {
             effect_id,
@@ -507,10 +480,9 @@ pub fn perform(
             idempotency_key,
             ..
         } => {
-            let Some(t) = target(name) else {
-                return Reply::Unknown(format!("target {name} is not configured"));
-            };
-            let req = Fetch {
+            let t = target(name)
+                .ok_or_else(|| Reply::Failed(format!("target {name} is not configured")))?;
+            Ok(Fetch {
                 method: t.apply.method.clone().unwrap_or_else(|| "POST".into()),
                 url: fill(&t.apply.url, effect_id, &parsed(effect)),
                 headers: vec![
@@ -519,37 +491,68 @@ pub fn perform(
                 ],
                 body: Some(effect.clone()),
                 timeout_ms: Some(timeout_ms),
-            };
-            match io.fetch(&req) {
-                Ok(r) if (200..300).contains(&r.status) => Reply::Applied(
-                    // The target answered, not in JSON: keep its words.
-                    body_json(&r.body).unwrap_or_else(|_| json!(r.body).to_string()),
-                ),
-                Ok(r) if (400..500).contains(&r.status) => {
-                    Reply::Rejected(format!("HTTP {}: {}", r.status, cut(&r.body, 500)))
-                }
-                Ok(r) => Reply::Unknown(format!("HTTP {}", r.status)),
-                Err(m) => Reply::Unknown(m),
-            }
+            })
         }
         Ask::Query {
             effect_id,
             target: name,
             effect,
         } => {
-            let Some(e) = target(name).and_then(|t| t.lookup.as_ref()) else {
-                return Reply::Failed(format!("target {name} has no lookup endpoint configured"));
-            };
-            match io.fetch(&get(e, effect_id, effect)) {
-                Ok(r) if r.status == 404 => Reply::NotFound,
-                Ok(r) if r.status == 200 => match body_json(&r.body) {
-                    Ok(j) => Reply::Found(j),
-                    Err(m) => Reply::Failed(format!("lookup: {m}")),
-                },
-                Ok(r) => Reply::Failed(format!("lookup: HTTP {}", r.status)),
-                Err(m) => Reply::Failed(format!("lookup: {m}")),
-            }
+            let e = endpoint(name, "lookup", target(name).and_then(|t| t.lookup.as_ref()))?;
+            Ok(get(&e, effect_id, effect))
         }
+        Ask::Done(_) => Err(Reply::Failed("the gate is done; nothing to perform".into())),
+    }
+}
+
+/// The table's second half: what the target's answer to step `ask` means. `Err`: no answer
+/// (refused, lost, timed out).
+pub fn target_reply(ask: &Ask, answer: Result<&Fetched, &str>) -> Reply {
+    match ask {
+        Ask::Capture { .. } => match answer {
+            Ok(r) if r.status == 200 => match body_json(&r.body) {
+                Ok(j) => Reply::Captured(j),
+                Err(m) => Reply::Failed(format!("premises: {m}")),
+            },
+            Ok(r) => Reply::Failed(format!("premises: HTTP {}", r.status)),
+            Err(m) => Reply::Failed(format!("premises: {m}")),
+        },
+        Ask::Authorize { .. } => match answer {
+            Ok(r) => {
+                let allowed = (r.status == 200)
+                    .then(|| serde_json::from_str::<Value>(&r.body).ok())
+                    .flatten()
+                    .and_then(|v| v.get("allowed").and_then(Value::as_bool));
+                match allowed {
+                    Some(b) => Reply::Allowed(b),
+                    None => Reply::Failed(format!(
+                        "check: HTTP {}, no {{\"allowed\": bool}}",
+                        r.status
+                    )),
+                }
+            }
+            Err(m) => Reply::Failed(format!("check: {m}")),
+        },
+        Ask::Apply { .. } => match answer {
+            Ok(r) if (200..300).contains(&r.status) => Reply::Applied(
+                // The target answered, not in JSON: keep its words.
+                body_json(&r.body).unwrap_or_else(|_| json!(r.body).to_string()),
+            ),
+            Ok(r) if (400..500).contains(&r.status) => {
+                Reply::Rejected(format!("HTTP {}: {}", r.status, cut(&r.body, 500)))
+            }
+            Ok(r) => Reply::Unknown(format!("HTTP {}", r.status)),
+            Err(m) => Reply::Unknown(m.into()),
+        },
+        Ask::Query { .. } => match answer {
+            Ok(r) if r.status == 404 => Reply::NotFound,
+            Ok(r) if r.status == 200 => match body_json(&r.body) {
+                Ok(j) => Reply::Found(j),
+                Err(m) => Reply::Failed(format!("lookup: {m}")),
+            },
+            Ok(r) => Reply::Failed(format!("lookup: HTTP {}", r.status)),
+            Err(m) => Reply::Failed(format!("lookup: {m}")),
+        },
         Ask::Done(_) => Reply::Failed("the gate is done; nothing to perform".into()),
     }
 }
@@ -611,6 +614,72 @@ fn recover_json(r: Result<Outcome, GateError>, id: &str) -> Value {
     }
 }
 
+/// What the server asks its runtime to do next for one request.
+#[derive(Debug, PartialEq)]
+pub enum Next {
+    /// Answer the request with this; the request is finished.
+    Respond(Response),
+    /// Perform this request and hand its answer to [`Server::resume`].
+    Fetch(Fetch),
+    /// Wait this many ms (a live claim of another worker), then [`Server::resume`].
+    Sleep(u64),
+}
+
+/// The next thing to do for request `id` (the id [`Server::resume`] takes).
+#[derive(Debug, PartialEq)]
+pub struct ApiStep {
+    pub id: u64,
+    pub next: Next,
+}
+
+/// A request that performs target steps.
+enum Job {
+    /// `POST .../effects`: the outcome.
+    Effects,
+    /// `POST .../effects/{id}/recover`.
+    Recover { id: String, polls: u64 },
+    /// `POST .../recover`: one item per open effect.
+    RecoverAll {
+        ids: Vec<String>,
+        at: usize,
+        polls: u64,
+        done: Vec<Value>,
+    },
+}
+
+enum Wait {
+    /// The target's answer to this gate step.
+    Fetch(Step),
+    /// The end of a wait for a live claim.
+    Sleep,
+}
+
+/// What a finished gate operation leads to.
+enum Flow {
+    Respond(Response),
+    Sleep(Job, u64),
+    Step(Job, Result<Step, GateError>),
+}
+
+/// What a route leads to.
+enum Routed {
+    Respond(Response),
+    Start(Job, Result<Step, GateError>),
+}
+
+/// The server of one journal, sans-IO: [`Server::handle`] a request, then do what each
+/// [`ApiStep`] asks and [`Server::resume`] until it says [`Next::Respond`]. Two gate
+/// instances over the journal, as any two workers: `gate` performs the configured targets
+/// (routes: only those), `stepper` hands steps of any target to the caller. Compare-and-
+/// append keeps them honest.
+pub struct Server {
+    gate: Gate,
+    stepper: Gate,
+    settings: Result<Settings, String>,
+    pending: BTreeMap<u64, (Job, Wait)>,
+    next_id: u64,
+}
+
 /// Every request while the settings are wrong: 500, saying what to fix (nothing is read or
 /// recorded).
 pub fn server_failure(problem: &str) -> Response {
@@ -622,6 +691,25 @@ pub fn server_failure(problem: &str) -> Response {
 }
 
 impl Server {
+    /// A server with these settings (`Err`: what is wrong with them; every request is then
+    /// answered 500, saying so).
+    pub fn new(settings: Result<Settings, String>) -> Server {
+        let mut gate = Gate::new();
+        if let Ok(s) = &settings {
+            // This server performs only the targets it is configured with; another
+            // target's open effect stays open for a host that reaches it (the caller,
+            // through submit).
+            gate.set_routes(s.targets.keys().cloned());
+        }
+        Server {
+            gate,
+            stepper: Gate::new(),
+            settings,
+            pending: BTreeMap::new(),
+            next_id: 1,
+        }
+    }
+
     /// A request whose body could not be read (`too_large`: past the server's limit, given
     /// in `problem`): 401 without the token, else 413 or 400; nothing recorded.
     pub fn unreadable(
@@ -630,10 +718,9 @@ impl Server {
         too_large: bool,
         problem: &str,
     ) -> Response {
-        if !authorized(self.settings.token.as_deref(), authorization) {
-            return unauthorized();
-        }
-        if too_large {
+        if let Some(r) = self.refusal(authorization) {
+            r
+        } else if too_large {
             failure(413, "too-large", format!("the request body is {problem}"))
         } else {
             failure(
@@ -644,112 +731,246 @@ impl Server {
         }
     }
 
-    pub fn new(settings: Settings) -> Server {
-        let mut gate = Gate::new();
-        // This server performs only the targets it is configured with; another target's
-        // open effect stays open for a host that reaches it (the caller, through submit).
-        gate.set_routes(settings.targets.keys().cloned());
-        Server {
-            gate,
-            stepper: Gate::new(),
-            settings,
+    /// The answer refusing a request without the token (401; 500 while the settings are
+    /// wrong), or `None`: what `handle` checks first, for a front that routes to one server
+    /// per journal and must not reach a journal for a refused request.
+    pub fn refusal(&self, authorization: Option<&str>) -> Option<Response> {
+        match &self.settings {
+            Err(p) => Some(server_failure(p)),
+            Ok(s) if !authorized(s.token.as_deref(), authorization) => Some(unauthorized()),
+            Ok(_) => None,
         }
     }
 
-    /// Answers one request. `journal` is the journal the path names (the runtime picked it).
-    pub fn handle(&mut self, j: &mut dyn Journal, io: &mut dyn Io, req: &Request) -> Response {
-        if !authorized(self.settings.token.as_deref(), req.authorization) {
-            return unauthorized();
+    fn respond(&mut self, r: Response) -> ApiStep {
+        ApiStep {
+            id: 0,
+            next: Next::Respond(r),
+        }
+    }
+
+    fn park(&mut self, job: Job, wait: Wait, next: Next) -> ApiStep {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.pending.insert(id, (job, wait));
+        ApiStep { id, next }
+    }
+
+    /// Starts answering `req`.
+    pub fn handle(&mut self, j: &mut dyn Journal, now: u64, req: &Request) -> ApiStep {
+        if let Some(r) = self.refusal(req.authorization) {
+            return self.respond(r);
         }
         let Some(rest) = req.path.strip_prefix("/v1/journals/") else {
-            return failure(
+            let r = failure(
                 404,
                 "not-found",
                 format!("no route {} {}", req.method, req.path),
             );
+            return self.respond(r);
         };
         let (name, sub) = rest.split_once('/').unwrap_or((rest, ""));
         if !journal_name_ok(name) {
-            return failure(
+            let r = failure(
                 404,
                 "not-found",
                 format!("not a journal name: {name:?} (1 to 64 of A-Z a-z 0-9 . _ -)"),
             );
+            return self.respond(r);
         }
         let mut parts = Vec::new();
         for p in sub.split('/').filter(|p| !p.is_empty()) {
             match decode_component(p) {
                 Some(p) => parts.push(p),
-                None => return failure(404, "not-found", format!("not a path segment: {p:?}")),
+                None => {
+                    let r = failure(404, "not-found", format!("not a path segment: {p:?}"));
+                    return self.respond(r);
+                }
             }
         }
         let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-        match self.route(j, io, req.method, &parts, req.body) {
-            Ok(r) => r,
-            Err(e) => gate_failure(&e),
+        match self.route(j, now, req.method, &parts, req.body) {
+            Ok(Routed::Respond(r)) => self.respond(r),
+            Ok(Routed::Start(job, first)) => self.advance(j, now, job, first),
+            Err(e) => self.respond(gate_failure(&e)),
         }
     }
 
-    fn drive(
+    /// Hands request `id` what its last step asked for: the target's answer (`Err`: none,
+    /// with why), or `None` after a sleep.
+    pub fn resume(
         &mut self,
         j: &mut dyn Journal,
-        io: &mut dyn Io,
-        mut step: Step,
-    ) -> Result<Outcome, GateError> {
-        loop {
-            if let Ask::Done(o) = step.ask {
-                return Ok(o);
+        now: u64,
+        id: u64,
+        answer: Option<Result<Fetched, String>>,
+    ) -> ApiStep {
+        let Some((job, wait)) = self.pending.remove(&id) else {
+            let r = failure(
+                500,
+                "unknown-request",
+                format!("no request {id} is waiting"),
+            );
+            return self.respond(r);
+        };
+        let step = match wait {
+            Wait::Fetch(s) => {
+                let answer = answer.unwrap_or_else(|| Err("no answer was given".into()));
+                let reply = target_reply(&s.ask, answer.as_ref().map_err(String::as_str));
+                self.gate.resume(j, now, s.op, reply)
             }
-            let timeout_ms = match &step.ask {
-                Ask::Apply { effect_id, .. } => self.gate.send_timeout_ms(j, effect_id)?,
+            Wait::Sleep => match &job {
+                Job::Recover { id, .. } => self.gate.recover(j, now, id),
+                Job::RecoverAll { ids, at, .. } => self.gate.recover(j, now, &ids[*at]),
+                Job::Effects => Err(GateError::UnexpectedReply("nothing was waiting".into())),
+            },
+        };
+        self.advance(j, now, job, step)
+    }
+
+    /// Drops request `id` (its client went away): what the journal holds stays, and an
+    /// effect left open is recovered later.
+    pub fn abandon(&mut self, id: u64) {
+        if let Some((_, Wait::Fetch(s))) = self.pending.remove(&id) {
+            self.gate.cancel(s.op);
+        }
+    }
+
+    /// Runs gate steps until one needs the runtime (a fetch, a sleep) or the request ends.
+    fn advance(
+        &mut self,
+        j: &mut dyn Journal,
+        now: u64,
+        mut job: Job,
+        mut step: Result<Step, GateError>,
+    ) -> ApiStep {
+        loop {
+            let s = match step {
+                Err(e) => match self.finish(j, now, job, Err(e)) {
+                    Flow::Respond(r) => return self.respond(r),
+                    Flow::Sleep(next, ms) => return self.park(next, Wait::Sleep, Next::Sleep(ms)),
+                    Flow::Step(next, st) => {
+                        (job, step) = (next, st);
+                        continue;
+                    }
+                },
+                Ok(s) => s,
+            };
+            if let Ask::Done(o) = s.ask {
+                match self.finish(j, now, job, Ok(o)) {
+                    Flow::Respond(r) => return self.respond(r),
+                    Flow::Sleep(next, ms) => return self.park(next, Wait::Sleep, Next::Sleep(ms)),
+                    Flow::Step(next, st) => {
+                        (job, step) = (next, st);
+                        continue;
+                    }
+                }
+            }
+            let timeout_ms = match &s.ask {
+                Ask::Apply { effect_id, .. } => match self.gate.send_timeout_ms(j, effect_id) {
+                    Ok(ms) => ms,
+                    Err(e) => {
+                        self.gate.cancel(s.op);
+                        step = Err(e);
+                        continue;
+                    }
+                },
                 _ => 0,
             };
-            let reply = perform(&self.settings.targets, &step.ask, timeout_ms, io);
-            let now = io.now_ms();
-            step = self.gate.resume(j, now, step.op, reply)?;
+            let targets = match &self.settings {
+                Ok(settings) => &settings.targets,
+                Err(_) => unreachable!("a misconfigured server starts no job"),
+            };
+            match target_request(targets, &s.ask, timeout_ms) {
+                Ok(fetch) => return self.park(job, Wait::Fetch(s), Next::Fetch(fetch)),
+                Err(reply) => step = self.gate.resume(j, now, s.op, reply),
+            }
         }
     }
 
-    /// Recovers one effect; while another worker's claim is live, waits it out (the
-    /// gate's defaults), as every host's recovery does.
-    fn recover(
+    /// Where a finished gate operation of `job` leads: an answer, a wait for a live claim
+    /// (recovery waits it out, by the gate's defaults, as every host's does), or the next
+    /// effect to recover.
+    fn finish(
         &mut self,
         j: &mut dyn Journal,
-        io: &mut dyn Io,
-        id: &str,
-    ) -> Result<Outcome, GateError> {
-        let mut polls = 0;
-        loop {
-            let now = io.now_ms();
-            let first = self.gate.recover(j, now, id)?;
-            let o = self.drive(j, io, first)?;
-            let live = o.state == State::Dispatched && o.reason == Some(Reason::ClaimLive);
-            if !live || polls >= CLAIM_WAIT_MAX_POLLS {
-                return Ok(o);
+        now: u64,
+        job: Job,
+        r: Result<Outcome, GateError>,
+    ) -> Flow {
+        let live = |r: &Result<Outcome, GateError>| match r {
+            Ok(o) => (o.state == State::Dispatched && o.reason == Some(Reason::ClaimLive))
+                .then(|| o.retry_after_ms.map_or(CLAIM_WAIT_POLL_MS, |ms| ms + 1)),
+            Err(_) => None,
+        };
+        let answer = |r: Result<Outcome, GateError>| match r {
+            Ok(o) => Response::json(200, &outcome_json(&o)),
+            Err(e) => gate_failure(&e),
+        };
+        match job {
+            Job::Effects => Flow::Respond(answer(r)),
+            Job::Recover { id, polls } => match live(&r) {
+                Some(ms) if polls < CLAIM_WAIT_MAX_POLLS => Flow::Sleep(
+                    Job::Recover {
+                        id,
+                        polls: polls + 1,
+                    },
+                    ms,
+                ),
+                _ => Flow::Respond(answer(r)),
+            },
+            Job::RecoverAll {
+                ids,
+                at,
+                polls,
+                mut done,
+            } => {
+                if let Some(ms) = live(&r).filter(|_| polls < CLAIM_WAIT_MAX_POLLS) {
+                    let next = Job::RecoverAll {
+                        ids,
+                        at,
+                        polls: polls + 1,
+                        done,
+                    };
+                    return Flow::Sleep(next, ms);
+                }
+                done.push(recover_json(r, &ids[at]));
+                if at + 1 == ids.len() {
+                    return Flow::Respond(Response::json(200, &Value::Array(done)));
+                }
+                let first = self.gate.recover(j, now, &ids[at + 1]);
+                let next = Job::RecoverAll {
+                    ids,
+                    at: at + 1,
+                    polls: 0,
+                    done,
+                };
+                Flow::Step(next, first)
             }
-            polls += 1;
-            io.sleep_ms(o.retry_after_ms.map_or(CLAIM_WAIT_POLL_MS, |ms| ms + 1));
         }
     }
 
     fn route(
         &mut self,
         j: &mut dyn Journal,
-        io: &mut dyn Io,
+        now: u64,
         method: &str,
         parts: &[&str],
         body: &str,
-    ) -> Result<Response, GateError> {
-        let ok = |v: Value| Ok(Response::json(200, &v));
+    ) -> Result<Routed, GateError> {
+        let ok = |v: Value| Ok(Routed::Respond(Response::json(200, &v)));
+        let empty = || Ok(Routed::Respond(Response::empty()));
         let json_body = || -> Result<Value, GateError> {
             serde_json::from_str(body).map_err(|e| GateError::InvalidJson(e.to_string()))
         };
-        let now = io.now_ms();
+        let targets = match &self.settings {
+            Ok(s) => &s.targets,
+            Err(_) => unreachable!("a misconfigured server routes nothing"),
+        };
         match (method, parts) {
             ("POST", ["submit"]) => {
                 // The caller performs the target: submit never asks before it returns.
-                let step = self.stepper.submit(j, now, body)?;
-                ok(step_json(&step))
+                ok(step_json(&self.stepper.submit(j, now, body)?))
             }
             (m, ["ops", op]) if m == "POST" || m == "DELETE" => {
                 let Some(op) = op
@@ -757,15 +978,15 @@ impl Server {
                     .ok()
                     .filter(|_| op.len() <= 15 && op.bytes().all(|b| b.is_ascii_digit()))
                 else {
-                    return Ok(failure(404, "not-found", format!("no operation {op}")));
+                    let r = failure(404, "not-found", format!("no operation {op}"));
+                    return Ok(Routed::Respond(r));
                 };
                 if m == "DELETE" {
                     self.stepper.cancel(op);
-                    return Ok(Response::empty());
+                    return empty();
                 }
                 let reply = reply_of(body)?;
-                let step = self.stepper.resume(j, now, op, reply)?;
-                ok(step_json(&step))
+                ok(step_json(&self.stepper.resume(j, now, op, reply)?))
             }
             ("POST", ["effects"]) => {
                 // Only a readable proposal's target is checked here; the gate judges the rest.
@@ -775,25 +996,22 @@ impl Server {
                         .and_then(Value::as_str)
                         .map(String::from)
                 });
-                if let Some(name) = name {
-                    if !self.settings.targets.contains_key(&name) {
-                        let configured: Vec<&String> = self.settings.targets.keys().collect();
-                        // Refused before the gate sees it: nothing recorded for a target
-                        // nobody here reaches.
-                        return Ok(failure(
-                            422,
-                            "unknown-target",
-                            format!(
-                                "this server performs no target {}; configured: {}; use POST .../submit to perform it yourself",
-                                json!(name),
-                                json!(configured)
-                            ),
-                        ));
-                    }
+                if let Some(name) = name.filter(|n| !targets.contains_key(n)) {
+                    let configured: Vec<&String> = targets.keys().collect();
+                    // Refused before the gate sees it: nothing recorded for a target
+                    // nobody here reaches.
+                    let r = failure(
+                        422,
+                        "unknown-target",
+                        format!(
+                            "this server performs no target {}; configured: {}; use POST .../submit to perform it yourself",
+                            json!(name),
+                            json!(configured)
+                        ),
+                    );
+                    return Ok(Routed::Respond(r));
                 }
-                let first = self.gate.submit(j, now, body)?;
-                let o = self.drive(j, io, first)?;
-                ok(outcome_json(&o))
+                Ok(Routed::Start(Job::Effects, self.gate.submit(j, now, body)))
             }
             ("GET", ["effects", id]) => {
                 let r: Value = serde_json::from_str(&self.gate.receipt(j, id, None)?)
@@ -808,23 +1026,41 @@ impl Server {
                 }))
             }
             ("GET", ["effects", id, "receipt"]) => {
-                let key = self.settings.receipt_key.clone();
+                let key = self
+                    .settings
+                    .as_ref()
+                    .ok()
+                    .and_then(|s| s.receipt_key.clone());
                 let text = self
                     .gate
                     .receipt(j, id, key.as_deref().map(str::as_bytes))?;
-                Ok(Response::text(200, "application/json", text))
+                Ok(Routed::Respond(Response::text(
+                    200,
+                    "application/json",
+                    text,
+                )))
             }
             ("POST", ["effects", id, "recover"]) => {
-                let o = self.recover(j, io, id)?;
-                ok(outcome_json(&o))
+                let first = self.gate.recover(j, now, id);
+                let job = Job::Recover {
+                    id: String::from(*id),
+                    polls: 0,
+                };
+                Ok(Routed::Start(job, first))
             }
             ("POST", ["recover"]) => {
-                let mut all = Vec::new();
-                for id in self.gate.open_effects(j)? {
-                    let r = self.recover(j, io, &id);
-                    all.push(recover_json(r, &id));
+                let ids = self.gate.open_effects(j)?;
+                if ids.is_empty() {
+                    return ok(json!([]));
                 }
-                ok(Value::Array(all))
+                let first = self.gate.recover(j, now, &ids[0]);
+                let job = Job::RecoverAll {
+                    ids,
+                    at: 0,
+                    polls: 0,
+                    done: Vec::new(),
+                };
+                Ok(Routed::Start(job, first))
             }
             ("POST", ["verify"]) => {
                 let anchors = if body.trim().is_empty() {
@@ -851,20 +1087,19 @@ impl Server {
                     return Err(invalid("/expires_at_ms", "is not a Unix time in ms"));
                 };
                 self.gate.grant_lease(j, now, lease, at)?;
-                Ok(Response::empty())
+                empty()
             }
             ("DELETE", ["leases", lease]) => {
                 self.gate.revoke_lease(j, now, lease)?;
-                Ok(Response::empty())
+                empty()
             }
             ("POST", ["approvals"]) => {
                 self.gate.approve(j, now, body)?;
-                Ok(Response::empty())
+                empty()
             }
             ("GET", ["entries"]) => {
                 // The journal import has no order across streams: stream by stream, in
-                // first-append order, each in its own order (the Worker, which holds its
-                // storage, answers in append order; docs/http-api.yaml says so).
+                // first-append order, each in its own order (docs/http-api.yaml).
                 let mut text = String::new();
                 for stream in j.streams()? {
                     for e in j.read(&stream, 0)? {
@@ -872,13 +1107,286 @@ impl Server {
                         text.push('\n');
                     }
                 }
-                Ok(Response::text(200, "application/jsonl", text))
+                Ok(Routed::Respond(Response::text(
+                    200,
+                    "application/jsonl",
+                    text,
+                )))
             }
-            _ => Ok(failure(
-                404,
-                "not-found",
-                format!("no route {method} /{}", parts.join("/")),
-            )),
+            _ => {
+                let r = failure(
+                    404,
+                    "not-found",
+                    format!("no route {method} /{}", parts.join("/")),
+                );
+                Ok(Routed::Respond(r))
+            }
         }
+    }
+}
+
+/// Answers one request by doing what the server asks with `io`: the whole loop of a
+/// runtime that can block (the wasi:http component).
+pub fn run(server: &mut Server, j: &mut dyn Journal, io: &mut dyn Io, req: &Request) -> Response {
+    let now = io.now_ms();
+    let mut step = server.handle(j, now, req);
+    loop {
+        let answer = match step.next {
+            Next::Respond(r) => return r,
+            Next::Fetch(f) => Some(io.fetch(&f)),
+            Next::Sleep(ms) => {
+                io.sleep_ms(ms);
+                None
+            }
+        };
+        let now = io.now_ms();
+        step = server.resume(j, now, step.id, answer);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::MemJournal;
+    use alloc::string::ToString;
+
+    const T0: u64 = 1_800_000_000_000;
+    const TARGETS: &str = r#"{"payments": {
+        "apply": {"url": "http://pay.test/refunds"},
+        "lookup": {"url": "http://pay.test/refunds?reference={effect_id}"},
+        "premises": {"url": "http://pay.test/orders/{order}/premises?excluding={effect_id}"}}}"#;
+
+    fn server() -> Server {
+        let env = |k: &str| match k {
+            "INTERLOCK_TOKEN" => Some("tok".to_string()),
+            "INTERLOCK_TARGETS" => Some(TARGETS.to_string()),
+            _ => None,
+        };
+        Server::new(Settings::from_env(env))
+    }
+
+    fn req<'a>(method: &'a str, path: &'a str, body: &'a str) -> Request<'a> {
+        Request {
+            method,
+            path,
+            authorization: Some("Bearer tok"),
+            body,
+        }
+    }
+
+    fn refund(key: &str) -> String {
+        json!({"agent": "a", "key": key, "target": {"name": "payments", "dedupes": true, "lookup": true},
+            "effect": {"order": "o 1", "amount_cents": 2000}, "authority": {"lease": "l"},
+            "premises": {"refunded_cents": 0}})
+        .to_string()
+    }
+
+    /// Answers every step the server asks for as a payments service would; counts applies.
+    fn answer(
+        s: &mut Server,
+        j: &mut MemJournal,
+        mut step: ApiStep,
+        applies: &mut u32,
+    ) -> Response {
+        loop {
+            let answer = match step.next {
+                Next::Respond(r) => return r,
+                Next::Sleep(_) => None,
+                Next::Fetch(f) if f.method == "POST" => {
+                    *applies += 1;
+                    let key = f
+                        .headers
+                        .iter()
+                        .find(|(k, _)| k == "idempotency-key")
+                        .unwrap();
+                    Some(Ok(Fetched {
+                        status: 200,
+                        body: json!({"reference": key.1}).to_string(),
+                    }))
+                }
+                Next::Fetch(_) => Some(Ok(Fetched {
+                    status: 200,
+                    body: r#"{"refunded_cents": 0}"#.into(),
+                })),
+            };
+            step = s.resume(j, T0, step.id, answer);
+        }
+    }
+
+    #[test]
+    fn the_target_table_maps_http_answers_to_replies() {
+        let apply = Ask::Apply {
+            effect_id: "e".into(),
+            target: "payments".into(),
+            effect: "{}".into(),
+            idempotency_key: "k".into(),
+            attempt: 0,
+        };
+        let ok = |status, body: &str| Fetched {
+            status,
+            body: body.into(),
+        };
+        assert_eq!(
+            target_reply(&apply, Ok(&ok(201, ""))),
+            Reply::Applied("null".into())
+        );
+        assert_eq!(
+            target_reply(&apply, Ok(&ok(200, "done"))),
+            Reply::Applied("\"done\"".into())
+        );
+        assert!(matches!(
+            target_reply(&apply, Ok(&ok(422, "no"))),
+            Reply::Rejected(_)
+        ));
+        assert!(matches!(
+            target_reply(&apply, Ok(&ok(503, ""))),
+            Reply::Unknown(_)
+        ));
+        assert!(matches!(
+            target_reply(&apply, Err("timed out")),
+            Reply::Unknown(_)
+        ));
+        let query = Ask::Query {
+            effect_id: "e".into(),
+            target: "payments".into(),
+            effect: "{}".into(),
+        };
+        assert_eq!(target_reply(&query, Ok(&ok(404, ""))), Reply::NotFound);
+        assert!(matches!(
+            target_reply(&query, Ok(&ok(500, ""))),
+            Reply::Failed(_)
+        ));
+        let targets = parse_targets(TARGETS).unwrap();
+        let f = target_request(&targets, &apply, 1500).unwrap();
+        assert_eq!((f.method.as_str(), f.timeout_ms), ("POST", Some(1500)));
+        assert!(f.headers.contains(&("idempotency-key".into(), "k".into())));
+        // A part that is not configured: failed, never a made-up answer.
+        let authorize = Ask::Authorize {
+            effect_id: "e".into(),
+            target: "payments".into(),
+            effect: "{}".into(),
+            agent: "a".into(),
+        };
+        assert!(matches!(
+            target_request(&targets, &authorize, 0),
+            Err(Reply::Failed(_))
+        ));
+        assert_eq!(
+            fill(
+                "http://x/{order}?r={effect_id}&m={missing}",
+                "e1",
+                &json!({"order": "o 1/2"})
+            ),
+            "http://x/o%201%2F2?r=e1&m="
+        );
+    }
+
+    #[test]
+    fn bad_settings_and_missing_tokens_are_refused_before_anything_is_read() {
+        let bad = Server::new(Settings::from_env(|k| {
+            (k == "INTERLOCK_TARGETS").then(|| r#"{"p": {}}"#.into())
+        }));
+        assert_eq!(bad.refusal(Some("Bearer x")).unwrap().status, 500);
+        let mut s = server();
+        let mut j = MemJournal::new();
+        for auth in [
+            None,
+            Some("Bearer tok2"),
+            Some("Basic tok"),
+            Some("Bearer "),
+        ] {
+            let r = Request {
+                authorization: auth,
+                ..req("PUT", "/v1/journals/a/leases/l", r#"{"expires_at_ms": 1}"#)
+            };
+            let step = s.handle(&mut j, T0, &r);
+            assert!(matches!(
+                step.next,
+                Next::Respond(Response {
+                    status: 401,
+                    challenge: true,
+                    ..
+                })
+            ));
+        }
+        assert!(j.to_jsonl().is_empty(), "nothing recorded");
+        let step = s.handle(&mut j, T0, &req("GET", "/v1/journals/../entries", ""));
+        assert!(matches!(
+            step.next,
+            Next::Respond(Response { status: 404, .. })
+        ));
+    }
+
+    #[test]
+    fn a_served_effect_is_sent_once_and_replayed() {
+        let mut s = server();
+        let mut j = MemJournal::new();
+        let far = r#"{"expires_at_ms": 4102444800000}"#;
+        let step = s.handle(&mut j, T0, &req("PUT", "/v1/journals/a/leases/l", far));
+        let r = answer(&mut s, &mut j, step, &mut 0);
+        assert_eq!(r.status, 204);
+        let mut applies = 0;
+        let body = refund("k1");
+        for _ in 0..2 {
+            let step = s.handle(&mut j, T0, &req("POST", "/v1/journals/a/effects", &body));
+            let r = answer(&mut s, &mut j, step, &mut applies);
+            let o: Value = serde_json::from_str(&r.body).unwrap();
+            assert_eq!(
+                (r.status, o["state"].as_str()),
+                (200, Some("COMMITTED")),
+                "{}",
+                r.body
+            );
+        }
+        assert_eq!(
+            applies, 1,
+            "the same request again is answered from the journal"
+        );
+        let other = json!({"target": {"name": "mail"}}).to_string();
+        let step = s.handle(&mut j, T0, &req("POST", "/v1/journals/a/effects", &other));
+        assert!(matches!(
+            step.next,
+            Next::Respond(Response { status: 422, .. })
+        ));
+    }
+
+    #[test]
+    fn a_crash_after_the_send_is_recovered_by_lookup() {
+        let mut s = server();
+        let mut j = MemJournal::new();
+        let far = r#"{"expires_at_ms": 4102444800000}"#;
+        let step = s.handle(&mut j, T0, &req("PUT", "/v1/journals/a/leases/l", far));
+        answer(&mut s, &mut j, step, &mut 0);
+        // Run the request to its send, then drop the server: the process died.
+        let mut step = s.handle(
+            &mut j,
+            T0,
+            &req("POST", "/v1/journals/a/effects", &refund("k2")),
+        );
+        while !matches!(&step.next, Next::Fetch(f) if f.method == "POST") {
+            let ok = Fetched {
+                status: 200,
+                body: r#"{"refunded_cents": 0}"#.into(),
+            };
+            step = s.resume(&mut j, T0, step.id, Some(Ok(ok)));
+        }
+        drop(s);
+        let mut s = server();
+        let later = T0 + 60_000; // the claim has expired
+        let step = s.handle(&mut j, later, &req("POST", "/v1/journals/a/recover", ""));
+        let Next::Fetch(lookup) = &step.next else {
+            panic!("{step:?}")
+        };
+        assert_eq!(lookup.method, "GET");
+        let found = Fetched {
+            status: 200,
+            body: r#"{"reference": "x"}"#.into(),
+        };
+        let step = s.resume(&mut j, later, step.id, Some(Ok(found)));
+        let Next::Respond(r) = step.next else {
+            panic!("{step:?}")
+        };
+        let all: Value = serde_json::from_str(&r.body).unwrap();
+        assert_eq!(all[0]["outcome"]["state"], "COMMITTED", "{}", r.body);
     }
 }

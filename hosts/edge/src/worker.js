@@ -1,7 +1,8 @@
 // The gate as a Cloudflare Worker: the HTTP API of docs/http-api.yaml, one Durable Object
-// per journal. The Worker checks the bearer token (nothing reaches a journal without it)
-// and hands the request to the journal's object; the object holds one gate instance over
-// its own SQLite storage (SqlJournal over ctx.storage.sql).
+// per journal. The Worker hands each request to the object its path names; the object
+// holds one gate component instance over its own SQLite storage (SqlJournal over
+// ctx.storage.sql), and the component's `http-api` answers it: the token, the routes and
+// every decision are the component's, as in `interlock serve`.
 //
 // Which runtime guarantee carries which invariant (hosts/edge/README.md says more):
 // - compare-and-append: a Durable Object is one instance in the world, and its JavaScript
@@ -11,42 +12,38 @@
 // - the intent is durable before the send: the output gate. Writes made in a turn commit
 //   at its end; until the commit is done, every outgoing message (a fetch to the target, a
 //   response) is held. INTERLOCK_EXPLICIT_SYNC=1 also awaits ctx.storage.sync() before
-//   every step leaves the gate (Gate.drive awaits journal.flush), for a runtime without it.
+//   anything leaves (GateApi's flush), for a runtime without it.
 import SCHEMA from './schema.js';
-import { Gate } from '../../node/src/gate.js';
+import { gateRoot } from '../../node/src/gate.js';
 import { SystemClock } from '../../node/src/clock.js';
 import { SqlJournal } from './sql-journal.js';
-import { GateApi, failure } from './api.js';
+import { GateApi, toResponse } from './api.js';
+import { JournalError } from '../../node/src/errors.js';
 import { gateComponent } from './load-workerd.js';
 
 /**
  * @typedef {{ INTERLOCK_TOKEN?: string, INTERLOCK_TARGETS?: string, INTERLOCK_RECEIPT_KEY?: string,
  *   INTERLOCK_EXPLICIT_SYNC?: string, JOURNALS: any }} Env
- * @import { ApiResponse } from './api.js'
  */
 
-const JOURNAL_NAME = /^[A-Za-z0-9._-]{1,64}$/;
-
-/** @param {ApiResponse} r */
-export function toResponse(r) {
-  if (r.status === 204) return new Response(null, { status: 204, headers: r.headers });
-  if (r.text !== undefined) return new Response(r.text, { status: r.status, headers: r.headers });
-  return Response.json(r.body, { status: r.status, headers: r.headers });
-}
+/** The settings the component's http-api takes, from the Worker's bindings. */
+const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY'];
 
 /**
- * Whether `request` carries the configured bearer token (compared in constant time).
- * No token configured: nothing is authorized (never an open gate).
- * @param {Request} request
- * @param {string | undefined} token
+ * A journal opened at its first use: a request refused before it touches storage (401, a
+ * bad path) writes nothing to the object's storage.
+ * @param {() => SqlJournal} open
  */
-async function authorized(request, token) {
-  if (!token) return false;
-  const m = /^Bearer ([^\s]+)$/.exec(request.headers.get('authorization') ?? '');
-  if (!m) return false;
-  const enc = new TextEncoder();
-  const [a, b] = await Promise.all([m[1], token].map((t) => crypto.subtle.digest('SHA-256', enc.encode(t))));
-  return /** @type {any} */ (crypto.subtle).timingSafeEqual(a, b);
+function lazyJournal(open) {
+  /** @type {SqlJournal | undefined} */
+  let journal;
+  const get = () => (journal ??= open());
+  return new Proxy(/** @type {any} */ ({}), {
+    get: (_, name) => {
+      const value = /** @type {any} */ (get())[name];
+      return typeof value === 'function' ? value.bind(journal) : value;
+    },
+  });
 }
 
 /** The DO's storage as the synchronous handle SqlJournal takes. */
@@ -81,44 +78,63 @@ export class InterlockJournal {
   }
 
   async #start() {
-    const journal = SqlJournal.open(doSql(this.ctx.storage), `Durable Object journal ${this.ctx.id}`, SCHEMA);
-    if (this.env.INTERLOCK_EXPLICIT_SYNC === '1') {
-      // Gate.drive awaits this before any step leaves the gate.
-      /** @type {any} */ (journal).flush = () => this.ctx.storage.sync();
+    const storage = this.ctx.storage;
+    const journal = lazyJournal(() => SqlJournal.open(doSql(storage), `Durable Object journal ${this.ctx.id}`, SCHEMA));
+    const root = await gateRoot(gateComponent(), { journal, clock: new SystemClock() });
+    try {
+      root.httpApi.configure(SETTINGS.flatMap((k) => (this.env[/** @type {keyof Env} */ (k)] ? [[k, this.env[/** @type {keyof Env} */ (k)]]] : [])));
+    } catch {
+      // Wrong settings: the component answers every request 500, saying what is wrong.
     }
-    const clock = new SystemClock();
-    const gate = await Gate.instantiate(gateComponent(), { journal, clock });
-    const stepper = await Gate.instantiate(gateComponent(), { journal, clock });
-    return new GateApi(gate, stepper, journal, {
-      targets: this.env.INTERLOCK_TARGETS ? JSON.parse(this.env.INTERLOCK_TARGETS) : {},
-      receiptKey: this.env.INTERLOCK_RECEIPT_KEY,
-    });
+    const explicit = this.env.INTERLOCK_EXPLICIT_SYNC === '1';
+    return new GateApi(root.httpApi, { flush: explicit ? () => storage.sync() : undefined });
   }
 
   /** @param {Request} request */
   async fetch(request) {
     const api = await this.ready;
-    const url = new URL(request.url);
-    const r = await api.route(request.method, url.pathname, await request.text());
-    return toResponse(r);
+    return api.handle(request);
   }
+}
+
+/** A journal the front never has: every call fails (the front only checks the token). */
+const NO_JOURNAL = new Proxy({}, {
+  get: () => () => {
+    throw new JournalError('other', 'the Worker front holds no journal');
+  },
+});
+
+/** @type {Promise<any> | undefined} */
+let front;
+
+/**
+ * The front's instance of the component (no journal), configured like the objects' own.
+ * @param {Env} env
+ */
+function frontApi(env) {
+  front ??= gateRoot(gateComponent(), { journal: NO_JOURNAL, clock: new SystemClock() }).then((root) => {
+    try {
+      root.httpApi.configure(SETTINGS.flatMap((k) => (env[/** @type {keyof Env} */ (k)] ? [[k, env[/** @type {keyof Env} */ (k)]]] : [])));
+    } catch {
+      // Wrong settings: refusal() answers 500, saying what is wrong.
+    }
+    return root.httpApi;
+  });
+  return front;
 }
 
 export default {
   /**
+   * Refuses a request without the token before any journal is reached (the component's
+   * `refusal`, the rule `handle` applies too), then hands it to the Durable Object of the
+   * journal its path names; the object's component answers it.
    * @param {Request} request
    * @param {Env} env
    */
   async fetch(request, env) {
-    if (!(await authorized(request, env.INTERLOCK_TOKEN))) {
-      return toResponse({ ...failure(401, 'unauthorized', 'a bearer token is required (Authorization: Bearer <token>)'), headers: { 'www-authenticate': 'Bearer' } });
-    }
-    const url = new URL(request.url);
-    const m = /^\/v1\/journals\/([^/]+)(\/.*)?$/.exec(url.pathname);
-    if (!m) return toResponse(failure(404, 'not-found', `no route ${request.method} ${url.pathname}`));
-    const name = decodeURIComponent(m[1]);
-    if (!JOURNAL_NAME.test(name)) return toResponse(failure(404, 'not-found', `not a journal name: ${JSON.stringify(name)} (1 to 64 of A-Z a-z 0-9 . _ -)`));
-    const stub = env.JOURNALS.get(env.JOURNALS.idFromName(name));
-    return stub.fetch(new Request(`https://journal${m[2] ?? '/'}`, { method: request.method, headers: request.headers, body: request.body }));
+    const refused = (await frontApi(env)).refusal(request.headers.get('authorization') ?? undefined);
+    if (refused) return toResponse(refused);
+    const name = /^\/v1\/journals\/([^/]*)/.exec(new URL(request.url).pathname)?.[1] ?? '';
+    return env.JOURNALS.get(env.JOURNALS.idFromName(name)).fetch(request);
   },
 };

@@ -126,7 +126,7 @@ export const SERVERS = [
     start: startWorkerd,
     skip: undefined,
     /** @param {string} disk */
-    states: (disk) => statesOnDisk(journalFiles(disk)[0]),
+    states: (disk) => journalFiles(disk).map(statesOnDisk).find((states) => states !== undefined),
   },
   {
     name: 'interlock serve',
@@ -171,8 +171,13 @@ export function journalFiles(disk) {
   return readdirSync(dir).filter((f) => f.endsWith('.sqlite') && f !== 'metadata.sqlite').map((f) => join(dir, f));
 }
 
-/** The states recorded in a DO's SQLite file, read by another process (the sqlite3 CLI). */
+/**
+ * The states recorded in a DO's SQLite file, read by another process (the sqlite3 CLI);
+ * undefined for an object that holds no journal.
+ */
 export function statesOnDisk(file) {
+  const has = execFileSync('sqlite3', ['-readonly', file, "SELECT count(*) FROM sqlite_master WHERE name = 'interlock_entries'"], { encoding: 'utf8' });
+  if (has.trim() === '0') return undefined;
   const out = execFileSync('sqlite3', ['-readonly', file, "SELECT json_extract(entry, '$.state') FROM interlock_entries ORDER BY ordinal"], { encoding: 'utf8' });
   return out.split('\n').filter(Boolean);
 }
