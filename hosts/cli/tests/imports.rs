@@ -1,7 +1,8 @@
 //! Each component imports exactly its checked-in list. The gate: its journal, the step
 //! vocabulary and the WASI wall clock (Rust std would add wasi:cli and wasi:io; the guest is
 //! no_std so that nothing else can creep in unnoticed). The payments simulator and the
-//! journal format: nothing.
+//! journal format: nothing. The wasi:http component (`interlock serve`): the gate's, plus
+//! its environment, a monotonic clock and wasi:http.
 use std::path::PathBuf;
 
 use wasmtime::component::Component;
@@ -46,6 +47,14 @@ fn gate_imports_match_the_checked_in_list() {
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("dist/interlock_gate.wasm"));
     check(wasm, "tests/component-imports.txt");
+}
+
+#[test]
+fn http_gate_imports_match_the_checked_in_list() {
+    check(
+        root().join("dist/interlock_http.wasm"),
+        "tests/http-gate-imports.txt",
+    );
 }
 
 #[test]

@@ -1,12 +1,12 @@
-// Measures the Worker in workerd beside the Node host and the CLI, in one run on this
-// machine, and writes ../../results/edge.md: cold start to the first gated call, submit
+// Measures the Worker in workerd and `interlock serve` beside the Node host and the CLI, in
+// one run on this machine, and writes ../../results/edge.md: cold start to the first gated call, submit
 // latency, and the bundle a Worker uploads.   node scripts/measure.js [--cli PATH]
 import { spawn, execFileSync } from 'node:child_process';
 import { writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus } from 'node:os';
 import { bundle } from './bundle.js';
-import { startWorkerd, paymentsServer, api, refund, tempDir, cleanup, ROOT } from '../test/helpers.js';
+import { startWorkerd, startServe, paymentsServer, api, refund, tempDir, cleanup, ROOT } from '../test/helpers.js';
 
 const FAR = 4_102_444_800_000;
 const N = Number(process.env.N ?? 200);
@@ -23,48 +23,59 @@ const pay = await paymentsServer({ orders: Object.fromEntries(Array.from({ lengt
 let order = 0;
 const proposal = () => ({ ...refund(100, { key: `k${order}`, order: `o${order++}` }) });
 
-// Worker: cold start to the first gated call (a fresh storage, spawn to COMMITTED).
-const cold = [];
-const listening = [];
-for (let i = 0; i < COLD; i++) {
+/**
+ * One server of the HTTP API: cold start to the first gated call (fresh storage, spawn to
+ * COMMITTED) and warm submits, the server performing the target (premises GET, apply POST
+ * to the local payments service) and the caller performing it (submit + 2 answers).
+ * @param {(o: { disk: string, env: Record<string, string> }) => Promise<any>} start
+ */
+async function measureServer(start) {
+  const cold = [];
+  const listening = [];
+  for (let i = 0; i < COLD; i++) {
+    const disk = tempDir();
+    const t0 = performance.now();
+    const w = await start({ disk, env: { INTERLOCK_TARGETS: pay.targets } });
+    listening.push(performance.now() - t0);
+    await api(w.url, 'cold', 'PUT', '/leases/case-4471', { expires_at_ms: FAR });
+    const r = await api(w.url, 'cold', 'POST', '/effects', proposal());
+    cold.push(performance.now() - t0);
+    if (r.json.state !== 'COMMITTED') throw new Error(r.text);
+    await w.stop();
+    cleanup(disk);
+  }
   const disk = tempDir();
-  const t0 = performance.now();
-  const w = await startWorkerd({ disk, env: { INTERLOCK_TARGETS: pay.targets } });
-  listening.push(performance.now() - t0);
-  await api(w.url, 'cold', 'PUT', '/leases/case-4471', { expires_at_ms: FAR });
-  const r = await api(w.url, 'cold', 'POST', '/effects', proposal());
-  cold.push(performance.now() - t0);
-  if (r.json.state !== 'COMMITTED') throw new Error(r.text);
+  const w = await start({ disk, env: { INTERLOCK_TARGETS: pay.targets } });
+  await api(w.url, 'warm', 'PUT', '/leases/case-4471', { expires_at_ms: FAR });
+  for (let i = 0; i < 20; i++) await api(w.url, 'warm', 'POST', '/effects', proposal());
+  const served = [];
+  const stepped = [];
+  for (let i = 0; i < N; i++) {
+    const t = performance.now();
+    const r = await api(w.url, 'warm', 'POST', '/effects', proposal());
+    served.push(performance.now() - t);
+    if (r.json.state !== 'COMMITTED') throw new Error(r.text);
+  }
+  for (let i = 0; i < N; i++) {
+    const t = performance.now();
+    let step = (await api(w.url, 'warm', 'POST', '/submit', { ...proposal(), target: { name: 'mail', dedupes: true } })).json;
+    while (step.ask !== 'done') {
+      const reply = step.ask === 'capture' ? { reply: 'captured', value: { eligible: true, refunded_by_others_cents: 0 } } : { reply: 'applied', value: { ok: true } };
+      step = (await api(w.url, 'warm', 'POST', `/ops/${step.op}`, reply)).json;
+    }
+    stepped.push(performance.now() - t);
+    if (step.outcome.state !== 'COMMITTED') throw new Error(JSON.stringify(step));
+  }
   await w.stop();
   cleanup(disk);
+  return { cold, listening, served, stepped };
 }
 
-// Worker: warm submits. The server performs the target (premises GET, apply POST to the
-// local payments service), and the caller performs it (submit + 2 answers: 3 requests).
-const disk = tempDir();
-const w = await startWorkerd({ disk, env: { INTERLOCK_TARGETS: pay.targets } });
-await api(w.url, 'warm', 'PUT', '/leases/case-4471', { expires_at_ms: FAR });
-for (let i = 0; i < 20; i++) await api(w.url, 'warm', 'POST', '/effects', proposal());
-const served = [];
-for (let i = 0; i < N; i++) {
-  const t = performance.now();
-  const r = await api(w.url, 'warm', 'POST', '/effects', proposal());
-  served.push(performance.now() - t);
-  if (r.json.state !== 'COMMITTED') throw new Error(r.text);
-}
-const stepped = [];
-for (let i = 0; i < N; i++) {
-  const t = performance.now();
-  let step = (await api(w.url, 'warm', 'POST', '/submit', { ...proposal(), target: { name: 'mail', dedupes: true } })).json;
-  while (step.ask !== 'done') {
-    const reply = step.ask === 'capture' ? { reply: 'captured', value: { eligible: true, refunded_by_others_cents: 0 } } : { reply: 'applied', value: { ok: true } };
-    step = (await api(w.url, 'warm', 'POST', `/ops/${step.op}`, reply)).json;
-  }
-  stepped.push(performance.now() - t);
-  if (step.outcome.state !== 'COMMITTED') throw new Error(JSON.stringify(step));
-}
-await w.stop();
-cleanup(disk);
+const worker = await measureServer(startWorkerd);
+const serve = CLI && existsSync(CLI) ? await measureServer((o) => {
+  process.env.INTERLOCK_CLI = CLI;
+  return startServe(o);
+}) : undefined;
 await pay.close();
 
 // Node host, same run: a new process to its first gated call, and warm submits, in process
@@ -117,13 +128,18 @@ if (CLI && existsSync(CLI)) {
 }
 const workerdVersion = execFileSync(join(ROOT, 'node_modules/.bin/workerd'), ['--version'], { encoding: 'utf8' }).trim();
 const s = sizes.interlock;
+const build = CLI && CLI.includes('/debug/') ? 'debug build' : 'build';
 const rows = [
-  ['Worker (workerd): spawn to listening', ms(median(listening)), `median of ${COLD}, fresh storage each`],
-  ['Worker: spawn to the first gated call COMMITTED', ms(median(cold)), `median of ${COLD}: spawn, PUT lease, POST /effects (the Durable Object starts, the gate is instantiated twice, the schema is created; the server does the premises GET and the refund POST to a local payments service)`],
+  ['Worker (workerd): spawn to listening', ms(median(worker.listening)), `median of ${COLD}, fresh storage each`],
+  ...(serve ? [[`\`interlock serve\` (${build} at hand): spawn to listening`, ms(median(serve.listening)), `median of ${COLD}: the wasi:http component loaded (compiled once, then from its cache file) and the socket bound`]] : []),
+  ['Worker: spawn to the first gated call COMMITTED', ms(median(worker.cold)), `median of ${COLD}: spawn, PUT lease, POST /effects (the Durable Object starts, the gate is instantiated, the schema is created; the server does the premises GET and the refund POST to a local payments service)`],
+  ...(serve ? [['`interlock serve`: spawn to the first gated call COMMITTED', ms(median(serve.cold)), `median of ${COLD}: the same requests; the journal's instance is made at its first request, a file journal in a new folder`]] : []),
   ['Node host: new process to the first gated call COMMITTED', ms(median(nodeCold)), `median of ${COLD}: node start, import, Interlock.open (SQLite), grant, submit with the payments component in process`],
-  ...(cliCold.length ? [[`CLI (${CLI.includes('/debug/') ? 'debug build' : 'build'} at hand): new process to a durable lease grant`, ms(median(cliCold)), `median of ${COLD}; file journal. The CLI has no submit command; this is its first gate call from cold`]] : []),
-  ['Worker: submit, the server performs the HTTP target', `${ms(median(served))} (p90 ${ms(p90(served))})`, `${N} POST /effects over HTTP to workerd, each: premises GET + refund POST to the payments service (Node, 127.0.0.1), DO SQLite commits`],
-  ['Worker: submit, the caller performs the target', `${ms(median(stepped))} (p90 ${ms(p90(stepped))})`, `${N} loops of 3 requests: POST /submit, POST /ops (captured), POST /ops (applied)`],
+  ...(cliCold.length ? [[`CLI (${build} at hand): new process to a durable lease grant`, ms(median(cliCold)), `median of ${COLD}; file journal. The CLI has no submit command; this is its first gate call from cold`]] : []),
+  ['Worker: submit, the server performs the HTTP target', `${ms(median(worker.served))} (p90 ${ms(p90(worker.served))})`, `${N} POST /effects over HTTP to workerd, each: premises GET + refund POST to the payments service (Node, 127.0.0.1), DO SQLite commits`],
+  ...(serve ? [['`interlock serve`: submit, the server performs the HTTP target', `${ms(median(serve.served))} (p90 ${ms(p90(serve.served))})`, `${N} POST /effects, the same two requests to the same payments service; file journal, fsync per durable append`]] : []),
+  ['Worker: submit, the caller performs the target', `${ms(median(worker.stepped))} (p90 ${ms(p90(worker.stepped))})`, `${N} loops of 3 requests: POST /submit, POST /ops (captured), POST /ops (applied)`],
+  ...(serve ? [['`interlock serve`: submit, the caller performs the target', `${ms(median(serve.stepped))} (p90 ${ms(p90(serve.stepped))})`, `${N} loops of the same 3 requests`]] : []),
   ['Node host: submit in process (SQLite journal, payments in process)', `${ms(median(nodeWarm))} (p90 ${ms(p90(nodeWarm))})`, `${nodeWarm.length} submits, no HTTP`],
   ['Bundle a Worker uploads (hosts/edge/dist/interlock.js + wasm modules)', `${(s.bytes / 1024).toFixed(0)} KiB, ${(s.gzipBytes / 1024).toFixed(0)} KiB gzipped`, `${s.files.length} modules: ${s.files.join(', ')}`],
   ['Agents SDK example bundle', `${(sizes.agent.bytes / 1024).toFixed(0)} KiB, ${(sizes.agent.gzipBytes / 1024).toFixed(0)} KiB gzipped`, 'the SDK itself is most of the difference'],
@@ -136,7 +152,7 @@ Generated by \`node hosts/edge/scripts/measure.js${CLI ? ' --cli PATH' : ''}\` o
 |---|---|---|
 ${rows.map((r) => `| ${r.join(' | ')} |`).join('\n')}
 
-Where the Worker's time goes: every submit it performs is one HTTP request from the client to workerd, the Durable Object's turn (the gate's calls and SQLite commits), and two HTTP requests from the Worker to the target; the caller-performed loop is three round trips to workerd. The Node figure has no HTTP at all: it is the gate and its journal alone. workerd's local SQLite is the Durable Object storage of a single machine; on Cloudflare, the output gate waits for the write to be confirmed by replicas, which this run cannot show.
+Where a server's time goes: every submit it performs is one HTTP request from the client to the server, the gate's calls and the journal's commits (a Durable Object's SQLite turn; serve's fsynced file appends), and two HTTP requests from the server to the target; the caller-performed loop is three round trips. Both servers run the same \`http-api\` of the same component; serve holds one instance per journal and handles its requests one at a time. The Node figure has no HTTP at all: it is the gate and its journal alone. workerd's local SQLite is the Durable Object storage of a single machine; on Cloudflare, the output gate waits for the write to be confirmed by replicas, which this run cannot show.
 `;
 writeFileSync(join(ROOT, '../../results/edge.md'), md);
 console.log(md);
