@@ -5,6 +5,7 @@ import { spawn, execFileSync } from 'node:child_process';
 import { writeFileSync, readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { cpus } from 'node:os';
+import { gzipSync } from 'node:zlib';
 import { bundle } from './bundle.js';
 import { startWorkerd, startServe, paymentsServer, api, refund, tempDir, cleanup, ROOT } from '../test/helpers.js';
 
@@ -142,6 +143,10 @@ const rows = [
   ...(serve ? [['`interlock serve`: submit, the caller performs the target', `${ms(median(serve.stepped))} (p90 ${ms(p90(serve.stepped))})`, `${N} loops of the same 3 requests`]] : []),
   ['Node host: submit in process (SQLite journal, payments in process)', `${ms(median(nodeWarm))} (p90 ${ms(p90(nodeWarm))})`, `${nodeWarm.length} submits, no HTTP`],
   ['Bundle a Worker uploads (hosts/edge/dist/interlock.js + wasm modules)', `${(s.bytes / 1024).toFixed(0)} KiB, ${(s.gzipBytes / 1024).toFixed(0)} KiB gzipped`, `${s.files.length} modules: ${s.files.join(', ')}`],
+  ...[['interlock_http.wasm', '`interlock serve`\'s component (dist/interlock_http.wasm, world http-gate)'], ['interlock_gate.wasm', 'the gate component every host runs (dist/interlock_gate.wasm)']].map(([file, what]) => {
+    const bytes = readFileSync(join(ROOT, '../../dist', file));
+    return [what, `${(bytes.length / 1024).toFixed(0)} KiB, ${(gzipSync(bytes).length / 1024).toFixed(0)} KiB gzipped`, 'the .wasm as built by scripts/build-wasm.sh (release, LTO)'];
+  }),
   ['Agents SDK example bundle', `${(sizes.agent.bytes / 1024).toFixed(0)} KiB, ${(sizes.agent.gzipBytes / 1024).toFixed(0)} KiB gzipped`, 'the SDK itself is most of the difference'],
 ];
 const md = `# The gate at the edge (issue 17)
