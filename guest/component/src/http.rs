@@ -6,7 +6,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use interlock_core::http_api::{self, Fetch, Fetched, Io, Request, Response, Server, Settings};
+use interlock_core::http_api::{self, Fetch, Fetched, Io, Request, Response};
 
 use crate::exports::wasi::http::incoming_handler::Guest;
 use crate::wasi::cli::environment;
@@ -22,7 +22,7 @@ use crate::{Component, HostJournal};
 /// The largest request or target answer read, in bytes (the gate refuses far less).
 const MAX_BODY: usize = 1 << 20;
 
-fn env(name: &str) -> Option<String> {
+pub(crate) fn env(name: &str) -> Option<String> {
     environment::get_environment()
         .into_iter()
         .find_map(|(k, v)| (k == name).then_some(v))
@@ -224,10 +224,8 @@ impl Guest for Component {
             .and_then(|v| String::from_utf8(v).ok());
         let body = request_body(&request);
         drop(request);
-        let mut slot = crate::API.0.borrow_mut();
         // The instance's one server (`http-api`'s), from the environment at first.
-        let server = slot.get_or_insert_with(|| Server::new(Settings::from_env(env)));
-        let response = match body {
+        let response = crate::with_api(|server| match body {
             Ok(body) => http_api::run(
                 server,
                 &mut HostJournal,
@@ -240,8 +238,7 @@ impl Guest for Component {
                 },
             ),
             Err(u) => server.unreadable(authorization.as_deref(), u.too_large, &u.problem),
-        };
-        drop(slot);
+        });
         respond(out, response);
     }
 }

@@ -433,14 +433,20 @@ struct OneApi(RefCell<Option<api::Server>>);
 unsafe impl Sync for OneApi {}
 static API: OneApi = OneApi(RefCell::new(None));
 
-fn with_api<R>(f: impl FnOnce(&mut api::Server) -> R) -> R {
+pub(crate) fn with_api<R>(f: impl FnOnce(&mut api::Server) -> R) -> R {
     let mut slot = API.0.borrow_mut();
-    let server = slot.get_or_insert_with(|| {
-        api::Server::new(Err(String::from(
-            "not configured (http-api.configure was not called)",
-        )))
-    });
-    f(server)
+    f(slot.get_or_insert_with(first_server))
+}
+
+/// The server before `configure`: world http-gate reads its settings from the environment;
+/// the plain gate component answers 500 until it is configured.
+fn first_server() -> api::Server {
+    #[cfg(feature = "http")]
+    return api::Server::new(api::Settings::from_env(http::env));
+    #[cfg(not(feature = "http"))]
+    api::Server::new(Err(String::from(
+        "not configured (http-api.configure was not called)",
+    )))
 }
 
 fn api_step(s: api::ApiStep) -> ha::ApiStep {

@@ -19,7 +19,7 @@ use hyper::server::conn::http1;
 use interlock_core::{Journal as CoreJournal, JournalError as CoreError};
 use tokio::net::TcpListener;
 use tokio::sync::Mutex;
-use wasmtime::component::{HasSelf, Linker, ResourceTable};
+use wasmtime::component::{Func, HasSelf, Linker, ResourceTable, Val};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::io::TokioIo;
@@ -125,6 +125,9 @@ impl CoreJournal for Lazy {
 struct Instance {
     store: Store<State>,
     proxy: Proxy,
+    /// The component's `http-api.refusal`: the token rule, asked before a request may
+    /// reach a journal's instance.
+    refusal: Func,
 }
 
 struct Server {
@@ -191,8 +194,24 @@ impl Server {
                 journal: Journal(self.journal_for(name)),
             },
         );
-        let proxy = self.pre.instantiate_async(&mut store).await?;
-        let made = Arc::new(Mutex::new(Instance { store, proxy }));
+        let instance = self
+            .pre
+            .instance_pre()
+            .instantiate_async(&mut store)
+            .await?;
+        let proxy = Proxy::new(&mut store, &instance)?;
+        let api = instance
+            .get_export_index(&mut store, None, "interlock:gate/http-api@0.1.0")
+            .context("the component exports no interlock:gate/http-api")?;
+        let refusal = instance
+            .get_export_index(&mut store, Some(&api), "refusal")
+            .and_then(|i| instance.get_func(&mut store, i))
+            .context("the component's http-api has no refusal")?;
+        let made = Arc::new(Mutex::new(Instance {
+            store,
+            proxy,
+            refusal,
+        }));
         // Two first requests may race to make one: the first one in is kept.
         Ok(self.lock().entry(key).or_insert(made).clone())
     }
@@ -201,16 +220,38 @@ impl Server {
         self.instances.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether the component refuses a request with this `Authorization` (asked of the
+    /// instance that holds no journal).
+    async fn refused(&self, authorization: Option<String>) -> Result<bool> {
+        let nameless = self.instance(None).await?;
+        let mut guard = nameless.lock().await;
+        let Instance { store, refusal, .. } = &mut *guard;
+        let arg = Val::Option(authorization.map(|a| Box::new(Val::String(a))));
+        let mut result = [Val::Bool(false)];
+        refusal.call_async(&mut *store, &[arg], &mut result).await?;
+        Ok(matches!(result[0], Val::Option(Some(_))))
+    }
+
     async fn handle(
         self: Arc<Self>,
         req: hyper::Request<hyper::body::Incoming>,
     ) -> Result<hyper::Response<HyperOutgoingBody>> {
-        let name = interlock_core::http_api::journal_of(req.uri().path()).map(String::from);
+        // A request the component refuses (no token) is answered by the instance that
+        // holds no journal: it makes no instance, and opens no journal, for its name.
+        let authorization = req
+            .headers()
+            .get(hyper::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let name = match interlock_core::http_api::journal_of(req.uri().path()) {
+            Some(n) if !self.refused(authorization).await? => Some(n.to_string()),
+            _ => None,
+        };
         let instance = self.instance(name.as_deref()).await?;
         let (sender, receiver) = tokio::sync::oneshot::channel();
         let task = tokio::task::spawn(async move {
             let mut guard = instance.lock().await;
-            let Instance { store, proxy } = &mut *guard;
+            let Instance { store, proxy, .. } = &mut *guard;
             let req = store
                 .data_mut()
                 .http()

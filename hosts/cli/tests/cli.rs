@@ -141,18 +141,24 @@ fn errors_are_clear_and_exit_2() {
 fn serve_refuses_to_start_without_a_token_or_with_bad_targets() {
     let dir = tempfile::tempdir().unwrap();
     let journals = dir.path().join("journals");
-    let serve = |env: &[(&str, &str)], extra: &[&str]| {
+    let serve = |env: &[(&str, &str)]| {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_interlock"));
-        cmd.env_remove("INTERLOCK_TOKEN").env_remove("INTERLOCK_TARGETS");
-        cmd.args(["serve", journals.to_str().unwrap(), "--listen", "127.0.0.1:0"]);
-        cmd.args(extra).envs(env.iter().copied());
+        cmd.env_remove("INTERLOCK_TOKEN")
+            .env_remove("INTERLOCK_TARGETS");
+        cmd.args([
+            "serve",
+            journals.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+        ]);
+        cmd.envs(env.iter().copied());
         cmd.output().expect("run interlock serve")
     };
-    let out = serve(&[], &[]);
+    let out = serve(&[]);
     assert_eq!(out.status.code(), Some(2));
     assert_has(&String::from_utf8_lossy(&out.stderr), "set INTERLOCK_TOKEN");
     let bad = r#"{"payments": {"lookup": {"url": "http://x/"}}}"#;
-    let out = serve(&[("INTERLOCK_TOKEN", "t"), ("INTERLOCK_TARGETS", bad)], &[]);
+    let out = serve(&[("INTERLOCK_TOKEN", "t"), ("INTERLOCK_TARGETS", bad)]);
     assert_eq!(out.status.code(), Some(2));
     assert_has(
         &String::from_utf8_lossy(&out.stderr),
@@ -163,6 +169,9 @@ fn serve_refuses_to_start_without_a_token_or_with_bad_targets() {
     cmd.args(["serve", &db, "--name", "../x", "--listen", "127.0.0.1:0"]);
     let out = cmd.env("INTERLOCK_TOKEN", "t").output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert_has(&String::from_utf8_lossy(&out.stderr), "is not a journal name");
+    assert_has(
+        &String::from_utf8_lossy(&out.stderr),
+        "is not a journal name",
+    );
     assert!(!journals.exists(), "nothing made");
 }

@@ -34,6 +34,7 @@ for (const server of SERVERS) describe(server.name, { skip: server.skip }, () =>
     }
     const basic = await fetch(`${w.url}/v1/journals/${j}/entries`, { headers: { authorization: `Basic ${btoa(`x:${TOKEN}`)}` } });
     assert.equal(basic.status, 401);
+    assert.equal(server.made(disk, j), false, 'a refused request reaches no journal: nothing made on disk');
     assert.equal((await api(w.url, j, 'GET', '/entries')).text, '', 'nothing recorded');
     assert.equal(pay.stats.applies, 0, 'nothing sent');
   });

@@ -127,6 +127,8 @@ export const SERVERS = [
     skip: undefined,
     /** @param {string} disk */
     states: (disk) => journalFiles(disk).map(statesOnDisk).find((states) => states !== undefined),
+    /** Whether any Durable Object storage exists yet. @param {string} disk */
+    made: (disk) => journalFiles(disk).length > 0,
   },
   {
     name: 'interlock serve',
@@ -135,6 +137,8 @@ export const SERVERS = [
     /** @param {string} disk @param {string} journal */
     states: (disk, journal) => readFileSync(join(disk, journal, 'journal.jsonl'), 'utf8')
       .split('\n').filter(Boolean).map((l) => JSON.parse(l).state).filter(Boolean),
+    /** Whether journal `journal`'s folder exists. @param {string} disk @param {string} journal */
+    made: (disk, journal) => existsSync(join(disk, journal)),
   },
 ];
 
