@@ -5,4 +5,4 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export npm_config_nodedir=${npm_config_nodedir:-/usr}
 [ -x node_modules/.bin/workerd ] || npm ci --no-audit --no-fund
-node scripts/demo.js
+node scripts/demo.js "$@"

@@ -76,13 +76,14 @@ export async function startWorkerd({ worker = 'interlock', disk, env = {} }) {
  * Starts `interlock serve <disk> --listen 127.0.0.1:0` (the CLI from INTERLOCK_CLI: the
  * wasi:http component on wasmtime); resolves when it prints where it listens. Same shape as
  * startWorkerd; `env`: the component's settings (INTERLOCK_TARGETS, ...).
- * @param {{ disk: string, env?: Record<string, string> }} o
+ * `journals`: a shared journal's URL instead of `disk` (with `name`, the one journal served).
+ * @param {{ disk: string, env?: Record<string, string>, journals?: string, name?: string }} o
  */
-export async function startServe({ disk, env = {} }) {
+export async function startServe({ disk, env = {}, journals, name }) {
   const cli = process.env.INTERLOCK_CLI;
   if (!cli) throw new Error('set INTERLOCK_CLI to the interlock binary');
   const started = performance.now();
-  const proc = spawn(cli, ['serve', disk, '--listen', '127.0.0.1:0'], {
+  const proc = spawn(cli, ['serve', journals ?? disk, '--listen', '127.0.0.1:0', ...(name ? ['--name', name] : [])], {
     env: { PATH: process.env.PATH, INTERLOCK_TOKEN: TOKEN, ...(process.env.INTERLOCK_HTTP_WASM ? { INTERLOCK_HTTP_WASM: process.env.INTERLOCK_HTTP_WASM } : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
