@@ -661,6 +661,26 @@ enum Flow {
     Step(Job, Result<Step, GateError>),
 }
 
+/// The last step of a request: answer it.
+fn done(r: Response) -> ApiStep {
+    ApiStep {
+        id: 0,
+        next: Next::Respond(r),
+    }
+}
+
+/// The step the runtime must perform next, or how the gate operation ended (its outcome,
+/// or a gate error).
+fn pending(step: Result<Step, GateError>) -> Result<Step, Result<Outcome, GateError>> {
+    match step {
+        Ok(Step {
+            ask: Ask::Done(o), ..
+        }) => Err(Ok(o)),
+        Ok(s) => Ok(s),
+        Err(e) => Err(Err(e)),
+    }
+}
+
 /// What a route leads to.
 enum Routed {
     Respond(Response),
@@ -682,7 +702,7 @@ pub struct Server {
 
 /// Every request while the settings are wrong: 500, saying what to fix (nothing is read or
 /// recorded).
-pub fn server_failure(problem: &str) -> Response {
+fn server_failure(problem: &str) -> Response {
     failure(
         500,
         "server-config",
@@ -742,13 +762,6 @@ impl Server {
         }
     }
 
-    fn respond(&mut self, r: Response) -> ApiStep {
-        ApiStep {
-            id: 0,
-            next: Next::Respond(r),
-        }
-    }
-
     fn park(&mut self, job: Job, wait: Wait, next: Next) -> ApiStep {
         let id = self.next_id;
         self.next_id += 1;
@@ -759,7 +772,7 @@ impl Server {
     /// Starts answering `req`.
     pub fn handle(&mut self, j: &mut dyn Journal, now: u64, req: &Request) -> ApiStep {
         if let Some(r) = self.refusal(req.authorization) {
-            return self.respond(r);
+            return done(r);
         }
         let Some(rest) = req.path.strip_prefix("/v1/journals/") else {
             let r = failure(
@@ -767,7 +780,7 @@ impl Server {
                 "not-found",
                 format!("no route {} {}", req.method, req.path),
             );
-            return self.respond(r);
+            return done(r);
         };
         let (name, sub) = rest.split_once('/').unwrap_or((rest, ""));
         if !journal_name_ok(name) {
@@ -776,7 +789,7 @@ impl Server {
                 "not-found",
                 format!("not a journal name: {name:?} (1 to 64 of A-Z a-z 0-9 . _ -)"),
             );
-            return self.respond(r);
+            return done(r);
         }
         let mut parts = Vec::new();
         for p in sub.split('/').filter(|p| !p.is_empty()) {
@@ -784,15 +797,15 @@ impl Server {
                 Some(p) => parts.push(p),
                 None => {
                     let r = failure(404, "not-found", format!("not a path segment: {p:?}"));
-                    return self.respond(r);
+                    return done(r);
                 }
             }
         }
         let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
         match self.route(j, now, req.method, &parts, req.body) {
-            Ok(Routed::Respond(r)) => self.respond(r),
+            Ok(Routed::Respond(r)) => done(r),
             Ok(Routed::Start(job, first)) => self.advance(j, now, job, first),
-            Err(e) => self.respond(gate_failure(&e)),
+            Err(e) => done(gate_failure(&e)),
         }
     }
 
@@ -811,7 +824,7 @@ impl Server {
                 "unknown-request",
                 format!("no request {id} is waiting"),
             );
-            return self.respond(r);
+            return done(r);
         };
         let step = match wait {
             Wait::Fetch(s) => {
@@ -845,27 +858,17 @@ impl Server {
         mut step: Result<Step, GateError>,
     ) -> ApiStep {
         loop {
-            let s = match step {
-                Err(e) => match self.finish(j, now, job, Err(e)) {
-                    Flow::Respond(r) => return self.respond(r),
+            let s = match pending(step) {
+                Ok(s) => s,
+                Err(ended) => match self.finish(j, now, job, ended) {
+                    Flow::Respond(r) => return done(r),
                     Flow::Sleep(next, ms) => return self.park(next, Wait::Sleep, Next::Sleep(ms)),
                     Flow::Step(next, st) => {
                         (job, step) = (next, st);
                         continue;
                     }
                 },
-                Ok(s) => s,
             };
-            if let Ask::Done(o) = s.ask {
-                match self.finish(j, now, job, Ok(o)) {
-                    Flow::Respond(r) => return self.respond(r),
-                    Flow::Sleep(next, ms) => return self.park(next, Wait::Sleep, Next::Sleep(ms)),
-                    Flow::Step(next, st) => {
-                        (job, step) = (next, st);
-                        continue;
-                    }
-                }
-            }
             let timeout_ms = match &s.ask {
                 Ask::Apply { effect_id, .. } => match self.gate.send_timeout_ms(j, effect_id) {
                     Ok(ms) => ms,

@@ -19,14 +19,32 @@ use crate::runtime::Runtime;
 use crate::targets::Targets;
 
 /// The store data: what the component's imports reach. `wasi`, `http` and `table` serve
-/// only the wasi:http component (world http-gate, which also exports the gate): its WASI
-/// wall clock is `clock`, so the conformance vectors run over it with the fake clock.
+/// only the wasi:http component (world http-gate, which also exports the gate; `interlock
+/// serve`): its WASI wall clock is `clock`, so the conformance vectors run over it with the
+/// fake clock.
 pub struct HostState {
     pub(crate) journal: Journal,
     pub(crate) clock: Clock,
     pub(crate) wasi: wasmtime_wasi::WasiCtx,
     pub(crate) http: wasmtime_wasi_http::WasiHttpCtx,
     pub(crate) table: wasmtime::component::ResourceTable,
+}
+
+impl HostState {
+    /// The state over `journal`, `env` the WASI environment (the wasi:http component's
+    /// settings).
+    pub fn new(journal: Box<dyn JournalBackend>, clock: Clock, env: &[(String, String)]) -> Self {
+        HostState {
+            journal: Journal(journal),
+            wasi: wasmtime_wasi::WasiCtx::builder()
+                .wall_clock(clock.clone())
+                .envs(env)
+                .build(),
+            clock,
+            http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            table: wasmtime::component::ResourceTable::new(),
+        }
+    }
 }
 
 impl wasmtime_wasi::WasiView for HostState {
@@ -137,18 +155,7 @@ impl GateHost {
         journal: Box<dyn JournalBackend>,
         clock: Clock,
     ) -> Result<GateHost, Error> {
-        let mut store = Store::new(
-            &runtime.engine,
-            HostState {
-                journal: Journal(journal),
-                clock: clock.clone(),
-                wasi: wasmtime_wasi::WasiCtx::builder()
-                    .wall_clock(clock.clone())
-                    .build(),
-                http: wasmtime_wasi_http::WasiHttpCtx::new(),
-                table: wasmtime::component::ResourceTable::new(),
-            },
-        );
+        let mut store = Store::new(&runtime.engine, HostState::new(journal, clock.clone(), &[]));
         let gate = runtime.pre.instantiate(&mut store).map_err(trap)?;
         Ok(GateHost {
             store,

@@ -19,16 +19,17 @@ use hyper::server::conn::http1;
 use interlock_core::{Journal as CoreJournal, JournalError as CoreError};
 use tokio::net::TcpListener;
 use tokio::sync::Mutex;
-use wasmtime::component::{Func, HasSelf, Linker, ResourceTable, Val};
+use wasmtime::component::{Func, HasSelf, Linker, Val};
 use wasmtime::{Engine, Store};
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
-use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+use wasmtime_wasi_http::WasiHttpView;
 
-use crate::journal::{Journal, JournalBackend};
+use crate::clock::Clock;
+use crate::gate::HostState;
+use crate::journal::JournalBackend;
 
 /// Where the journals are.
 #[derive(Clone, Debug)]
@@ -49,35 +50,10 @@ pub struct Options {
     pub on_listening: Box<dyn FnOnce(SocketAddr) + Send>,
 }
 
-/// A store's state: WASI, wasi:http and the journal this instance serves.
-pub struct State {
-    wasi: WasiCtx,
-    http: WasiHttpCtx,
-    table: ResourceTable,
-    journal: Journal,
-}
-
-impl WasiView for State {
-    fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView {
-            ctx: &mut self.wasi,
-            table: &mut self.table,
-        }
-    }
-}
-
-impl WasiHttpView for State {
-    fn http(&mut self) -> WasiHttpCtxView<'_> {
-        WasiHttpCtxView {
-            ctx: &mut self.http,
-            table: &mut self.table,
-            hooks: Default::default(),
-        }
-    }
-}
-
-/// A journal opened at its first use, so a request refused before it touches storage
-/// (401, a bad path) makes nothing on disk.
+/// A journal opened at its first use: a journal that cannot be opened (locked by another
+/// process, a torn tail) fails that call, which the component answers as its typed journal
+/// error (503), and the next call tries again; an instance whose path names no journal never
+/// opens one.
 struct Lazy {
     open: Box<dyn FnMut() -> Result<Box<dyn JournalBackend>, CoreError> + Send>,
     store: Option<Box<dyn JournalBackend>>,
@@ -123,7 +99,7 @@ impl CoreJournal for Lazy {
 
 /// One instance of the component and its store: one journal.
 struct Instance {
-    store: Store<State>,
+    store: Store<HostState>,
     proxy: Proxy,
     /// The component's `http-api.refusal`: the token rule, asked before a request may
     /// reach a journal's instance.
@@ -131,20 +107,20 @@ struct Instance {
 }
 
 struct Server {
-    pre: ProxyPre<State>,
+    pre: ProxyPre<HostState>,
     journals: Journals,
     env: Vec<(String, String)>,
     instances: std::sync::Mutex<HashMap<Option<String>, Arc<Mutex<Instance>>>>,
 }
 
 /// The component's linker: WASI (the environment, clocks), wasi:http, the journal.
-pub fn linker(engine: &Engine) -> Result<Linker<State>> {
-    let mut linker = Linker::<State>::new(engine);
+pub fn linker(engine: &Engine) -> Result<Linker<HostState>> {
+    let mut linker = Linker::<HostState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
     crate::bindings::interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(
         &mut linker,
-        |s: &mut State| &mut s.journal,
+        |s: &mut HostState| &mut s.journal,
     )?;
     Ok(linker)
 }
@@ -183,17 +159,8 @@ impl Server {
         if let Some(i) = self.lock().get(&key) {
             return Ok(i.clone());
         }
-        let mut wasi = WasiCtx::builder();
-        wasi.envs(&self.env);
-        let mut store = Store::new(
-            self.pre.engine(),
-            State {
-                wasi: wasi.build(),
-                http: WasiHttpCtx::new(),
-                table: ResourceTable::new(),
-                journal: Journal(self.journal_for(name)),
-            },
-        );
+        let state = HostState::new(self.journal_for(name), Clock::System, &self.env);
+        let mut store = Store::new(self.pre.engine(), state);
         let instance = self
             .pre
             .instance_pre()

@@ -30,20 +30,25 @@ import { gateComponent } from './load-workerd.js';
 const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY'];
 
 /**
- * A journal opened at its first use: a request refused before it touches storage (401, a
- * bad path) writes nothing to the object's storage.
- * @param {() => SqlJournal} open
+ * The component's `http-api` over `journal`, configured from the Worker's bindings (wrong
+ * settings: it answers every request 500, saying what is wrong).
+ * @param {any} journal
+ * @param {Env} env
  */
-function lazyJournal(open) {
-  /** @type {SqlJournal | undefined} */
-  let journal;
-  const get = () => (journal ??= open());
-  return new Proxy(/** @type {any} */ ({}), {
-    get: (_, name) => {
-      const value = /** @type {any} */ (get())[name];
-      return typeof value === 'function' ? value.bind(journal) : value;
-    },
-  });
+async function httpApi(journal, env) {
+  const root = await gateRoot(gateComponent(), { journal, clock: new SystemClock() });
+  /** @type {[string, string][]} */
+  const settings = [];
+  for (const k of SETTINGS) {
+    const v = env[/** @type {keyof Env} */ (k)];
+    if (v) settings.push([k, v]);
+  }
+  try {
+    root.httpApi.configure(settings);
+  } catch {
+    // Wrong settings: the component answers 500 to every request, saying what is wrong.
+  }
+  return root.httpApi;
 }
 
 /** The DO's storage as the synchronous handle SqlJournal takes. */
@@ -78,16 +83,11 @@ export class InterlockJournal {
   }
 
   async #start() {
+    // Only requests with the token get here (the front asks `refusal` first).
     const storage = this.ctx.storage;
-    const journal = lazyJournal(() => SqlJournal.open(doSql(storage), `Durable Object journal ${this.ctx.id}`, SCHEMA));
-    const root = await gateRoot(gateComponent(), { journal, clock: new SystemClock() });
-    try {
-      root.httpApi.configure(SETTINGS.flatMap((k) => (this.env[/** @type {keyof Env} */ (k)] ? [[k, this.env[/** @type {keyof Env} */ (k)]]] : [])));
-    } catch {
-      // Wrong settings: the component answers every request 500, saying what is wrong.
-    }
+    const journal = SqlJournal.open(doSql(storage), `Durable Object journal ${this.ctx.id}`, SCHEMA);
     const explicit = this.env.INTERLOCK_EXPLICIT_SYNC === '1';
-    return new GateApi(root.httpApi, { flush: explicit ? () => storage.sync() : undefined });
+    return new GateApi(await httpApi(journal, this.env), { flush: explicit ? () => storage.sync() : undefined });
   }
 
   /** @param {Request} request */
@@ -107,22 +107,6 @@ const NO_JOURNAL = new Proxy({}, {
 /** @type {Promise<any> | undefined} */
 let front;
 
-/**
- * The front's instance of the component (no journal), configured like the objects' own.
- * @param {Env} env
- */
-function frontApi(env) {
-  front ??= gateRoot(gateComponent(), { journal: NO_JOURNAL, clock: new SystemClock() }).then((root) => {
-    try {
-      root.httpApi.configure(SETTINGS.flatMap((k) => (env[/** @type {keyof Env} */ (k)] ? [[k, env[/** @type {keyof Env} */ (k)]]] : [])));
-    } catch {
-      // Wrong settings: refusal() answers 500, saying what is wrong.
-    }
-    return root.httpApi;
-  });
-  return front;
-}
-
 export default {
   /**
    * Refuses a request without the token before any journal is reached (the component's
@@ -132,7 +116,8 @@ export default {
    * @param {Env} env
    */
   async fetch(request, env) {
-    const refused = (await frontApi(env)).refusal(request.headers.get('authorization') ?? undefined);
+    front ??= httpApi(NO_JOURNAL, env);
+    const refused = (await front).refusal(request.headers.get('authorization') ?? undefined);
     if (refused) return toResponse(refused);
     const name = /^\/v1\/journals\/([^/]*)/.exec(new URL(request.url).pathname)?.[1] ?? '';
     return env.JOURNALS.get(env.JOURNALS.idFromName(name)).fetch(request);

@@ -28,39 +28,27 @@ export function freePort() {
 }
 
 /**
- * Starts `workerd serve dist/<worker>.capnp` on a free port over `disk`; resolves when it
- * answers. `env`: the Worker's bindings (INTERLOCK_TARGETS, ...).
- * @param {{ worker?: string, disk: string, env?: Record<string, string> }} o
+ * A server process: its output collected, and once `ready(proc, output)` gives its URL, a
+ * handle to it (`kill` is SIGKILL, no shutdown of any kind).
+ * @param {string} what
+ * @param {import('node:child_process').ChildProcess} proc
+ * @param {(proc: any, output: () => string) => Promise<string>} ready
  */
-export async function startWorkerd({ worker = 'interlock', disk, env = {} }) {
-  const port = await freePort();
+async function serverProcess(what, proc, ready) {
   const started = performance.now();
-  const proc = spawn(WORKERD, ['serve', join(ROOT, 'dist', `${worker}.capnp`), '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `journal-disk=${disk}`], {
-    env: { PATH: process.env.PATH, INTERLOCK_TOKEN: TOKEN, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
   let log = '';
-  proc.stdout.on('data', (d) => (log += d));
-  proc.stderr.on('data', (d) => (log += d));
+  proc.stdout?.on('data', (d) => (log += d));
+  proc.stderr?.on('data', (d) => (log += d));
   const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    if (proc.exitCode !== null) throw new Error(`workerd exited: ${log}`);
-    try {
-      await fetch(`${url}/`);
-      break;
-    } catch {
-      if (i > 400) throw new Error(`workerd did not answer: ${log}`);
-      await new Promise((r) => setTimeout(r, 10));
-    }
-  }
+  const url = await ready(proc, () => log).catch((e) => {
+    throw new Error(`${what}: ${e.message}: ${log}`);
+  });
   return {
     url,
     proc,
     exited,
     listeningMs: performance.now() - started,
     log: () => log,
-    /** SIGKILL: no shutdown of any kind. */
     async kill() {
       proc.kill('SIGKILL');
       return exited;
@@ -73,6 +61,32 @@ export async function startWorkerd({ worker = 'interlock', disk, env = {} }) {
 }
 
 /**
+ * Starts `workerd serve dist/<worker>.capnp` on a free port over `disk`; resolves when it
+ * answers. `env`: the Worker's bindings (INTERLOCK_TARGETS, ...).
+ * @param {{ worker?: string, disk: string, env?: Record<string, string> }} o
+ */
+export async function startWorkerd({ worker = 'interlock', disk, env = {} }) {
+  const port = await freePort();
+  const proc = spawn(WORKERD, ['serve', join(ROOT, 'dist', `${worker}.capnp`), '--socket-addr', `http=127.0.0.1:${port}`, '--directory-path', `journal-disk=${disk}`], {
+    env: { PATH: process.env.PATH, INTERLOCK_TOKEN: TOKEN, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return serverProcess('workerd', proc, async (p) => {
+    const url = `http://127.0.0.1:${port}`;
+    for (let i = 0; ; i++) {
+      if (p.exitCode !== null) throw new Error('exited');
+      try {
+        await fetch(`${url}/`);
+        return url;
+      } catch {
+        if (i > 400) throw new Error('did not answer');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+    }
+  });
+}
+
+/**
  * Starts `interlock serve <disk> --listen 127.0.0.1:0` (the CLI from INTERLOCK_CLI: the
  * wasi:http component on wasmtime); resolves when it prints where it listens. Same shape as
  * startWorkerd; `env`: the component's settings (INTERLOCK_TARGETS, ...).
@@ -82,37 +96,17 @@ export async function startWorkerd({ worker = 'interlock', disk, env = {} }) {
 export async function startServe({ disk, env = {}, journals, name }) {
   const cli = process.env.INTERLOCK_CLI;
   if (!cli) throw new Error('set INTERLOCK_CLI to the interlock binary');
-  const started = performance.now();
   const proc = spawn(cli, ['serve', journals ?? disk, '--listen', '127.0.0.1:0', ...(name ? ['--name', name] : [])], {
     env: { PATH: process.env.PATH, INTERLOCK_TOKEN: TOKEN, ...(process.env.INTERLOCK_HTTP_WASM ? { INTERLOCK_HTTP_WASM: process.env.INTERLOCK_HTTP_WASM } : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let log = '';
-  const exited = new Promise((r) => proc.on('exit', (code, signal) => r({ code, signal })));
-  const url = await new Promise((resolve, reject) => {
-    proc.stdout.on('data', (d) => {
-      log += d;
-      const m = /listening on (http:\/\/[^\s]+)/.exec(log);
+  return serverProcess('interlock serve', proc, (p, output) => new Promise((resolve, reject) => {
+    p.stdout.on('data', () => {
+      const m = /listening on (http:\/\/[^\s]+)/.exec(output());
       if (m) resolve(m[1]);
     });
-    proc.stderr.on('data', (d) => (log += d));
-    proc.on('exit', () => reject(new Error(`interlock serve exited: ${log}`)));
-  });
-  return {
-    url,
-    proc,
-    exited,
-    listeningMs: performance.now() - started,
-    log: () => log,
-    async kill() {
-      proc.kill('SIGKILL');
-      return exited;
-    },
-    async stop() {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-      await exited;
-    },
-  };
+    p.on('exit', () => reject(new Error('exited')));
+  }));
 }
 
 /**
