@@ -1000,6 +1000,7 @@ fn demo(
     dir: Option<PathBuf>,
     journal: Option<PathBuf>,
 ) -> Result<u8, Failure> {
+    let own = dir.is_none();
     let dir = dir.unwrap_or_else(|| Path::new(".interlock-demo").join(mode.name()));
     if let Some(url) = &journal {
         if !is_journal_url(url) || matches!(mode, Mode::Naive) {
@@ -1010,6 +1011,10 @@ fn demo(
                  the naive mode has no journal",
             ));
         }
+    }
+    if own {
+        // The demo's own parent folder, owner-only even when an earlier demo made it open.
+        owner_only_dir(Path::new(".interlock-demo"))?;
     }
     fresh_demo_dir(&dir)?;
     // Where the gate's journal is: the folder, or the shared journal.
@@ -1229,11 +1234,30 @@ fn fresh_demo_dir(dir: &Path) -> Result<()> {
         }
         std::fs::remove_dir_all(dir).with_context(|| format!("cannot wipe {}", dir.display()))?;
     }
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    owner_only_dir(dir)?;
     std::fs::write(
         dir.join(DEMO_MARKER),
         "made by `interlock demo`; wiped by the next one\n",
     )?;
+    Ok(())
+}
+
+/// Makes `dir` and its missing parents readable by their owner only (0700), as journal
+/// folders are: the demo's folder holds a journal, a proposal and a payments state. An
+/// existing `dir` is made owner-only too.
+fn owner_only_dir(dir: &Path) -> Result<()> {
+    let mut b = std::fs::DirBuilder::new();
+    b.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
+    b.create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .with_context(|| format!("cannot make {} owner-only", dir.display()))?;
+    }
     Ok(())
 }
 

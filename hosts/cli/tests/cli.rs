@@ -77,6 +77,50 @@ fn demo_naive_pays_twice() {
     assert_has(&text, "Paid twice");
 }
 
+/// The demo's folders are owner-only (0700), as every journal folder is, under the usual
+/// umask 022: the default `.interlock-demo/2` and its parent (even one an earlier demo made
+/// open), and a `--dir` with the parents it makes.
+#[cfg(unix)]
+#[test]
+fn the_demo_folders_are_owner_only_under_umask_022() {
+    use std::os::unix::fs::PermissionsExt;
+    common::runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let at = |p: &str| tmp.path().join(p);
+    let mode = |p: &str| std::fs::metadata(at(p)).unwrap().permissions().mode() & 0o777;
+    std::fs::create_dir(at(".interlock-demo")).unwrap();
+    std::fs::set_permissions(
+        at(".interlock-demo"),
+        std::fs::Permissions::from_mode(0o755),
+    )
+    .unwrap();
+    let demo = |args: &[&str]| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(r#"umask 022 && exec "$0" "$@""#)
+            .arg(env!("CARGO_BIN_EXE_interlock"))
+            .arg("--clock-ms")
+            .arg(T0_MS.to_string())
+            .args(args)
+            .current_dir(tmp.path())
+            .output()
+            .expect("run interlock");
+        assert!(
+            out.status.success(),
+            "{}\n{}{}",
+            out.status,
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    demo(&["demo", "2"]);
+    demo(&["demo", "2", "--dir", "a/b/d"]);
+    for dir in [".interlock-demo", ".interlock-demo/2", "a", "a/b", "a/b/d"] {
+        assert_eq!(mode(dir), 0o700, "{dir}");
+    }
+    assert_eq!(mode(".interlock-demo/2/journal.jsonl"), 0o600);
+}
+
 #[test]
 fn verify_catches_an_edited_amount() {
     let tmp = tempfile::tempdir().unwrap();
