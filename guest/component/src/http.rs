@@ -19,8 +19,9 @@ use crate::wasi::http::types::{
 use crate::wasi::io::streams::{InputStream, StreamError};
 use crate::{Component, HostJournal};
 
-/// The largest request or target answer read, in bytes (the gate refuses far less).
-const MAX_BODY: usize = 1 << 20;
+/// The largest request or target answer read, in bytes (the API's; the gate refuses a
+/// proposal far smaller).
+const MAX_BODY: usize = http_api::MAX_BODY_BYTES;
 
 pub(crate) fn env(name: &str) -> Option<String> {
     environment::get_environment()
@@ -63,7 +64,8 @@ fn read_all(stream: &InputStream) -> Result<Vec<u8>, Unread> {
     }
 }
 
-fn request_body(req: &IncomingRequest) -> Result<String, Unread> {
+/// The request's bytes, whole; the API decodes them (strictly, as UTF-8).
+fn request_body(req: &IncomingRequest) -> Result<Vec<u8>, Unread> {
     let body = req
         .consume()
         .map_err(|()| Unread::from(String::from("the body was taken")))?;
@@ -74,7 +76,7 @@ fn request_body(req: &IncomingRequest) -> Result<String, Unread> {
         read_all(&stream)?
     };
     drop(IncomingBody::finish(body));
-    String::from_utf8(bytes).map_err(|_| Unread::from(String::from("not UTF-8")))
+    Ok(bytes)
 }
 
 fn write_body(body: &OutgoingBody, bytes: &[u8]) -> Result<(), String> {

@@ -20,13 +20,24 @@ use crate::defaults::{CLAIM_WAIT_MAX_POLLS, CLAIM_WAIT_POLL_MS};
 use crate::tools::outcome_json;
 use crate::{Ask, Gate, GateError, Journal, JournalError, Outcome, Reason, Reply, State, Step};
 
-/// A request as the server received it. `path` has no query.
+/// A request as the server received it. `path` has no query; `body` is the bytes as they
+/// came: decoded here, strictly, as UTF-8 (not UTF-8: 400 `invalid-body`, nothing
+/// recorded), so every server treats the same bytes alike.
 pub struct Request<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub authorization: Option<&'a str>,
-    pub body: &'a str,
+    pub body: &'a [u8],
 }
+
+/// The largest request body a server reads, in bytes (a proposal's own limit, the gate's
+/// `MAX_INPUT_BYTES`, is smaller): past it, [`Server::unreadable`] with `too_large`.
+pub const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// How long a server waits for a request's whole body, in ms, before it answers
+/// [`Server::unreadable`] (400 `invalid-body`): a client that sends too slowly holds no
+/// journal meanwhile.
+pub const BODY_DEADLINE_MS: u64 = 10_000;
 
 /// The answer: a status, a content type and a body (empty for 204).
 #[derive(Debug, PartialEq)]
@@ -575,15 +586,20 @@ pub fn journal_of(path: &str) -> Option<&str> {
     journal_name_ok(name).then_some(name)
 }
 
-/// Whether `authorization` carries the token (compared as SHA-256 digests, in constant
-/// time). No token configured: nothing is authorized.
+/// Whether `authorization` carries the token: `Bearer <token>`, the scheme in any case and
+/// one or more spaces before the token (RFC 9110, 11.1 and 11.4), compared as SHA-256
+/// digests, in constant time. No token configured: nothing is authorized.
 pub fn authorized(token: Option<&str>, authorization: Option<&str>) -> bool {
     let (Some(token), Some(h)) = (token, authorization) else {
         return false;
     };
-    let Some(given) = h.strip_prefix("Bearer ") else {
+    let Some((scheme, given)) = h.split_once(' ') else {
         return false;
     };
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return false;
+    }
+    let given = given.trim_start_matches(' ');
     if given.is_empty() || given.contains(char::is_whitespace) {
         return false;
     }
@@ -700,6 +716,15 @@ pub struct Server {
     next_id: u64,
 }
 
+/// 400 `invalid-body`: the request's body cannot be read (not UTF-8, cut short, too slow).
+fn invalid_body(problem: &str) -> Response {
+    failure(
+        400,
+        "invalid-body",
+        format!("the request body cannot be read: {problem}"),
+    )
+}
+
 /// Every request while the settings are wrong: 500, saying what to fix (nothing is read or
 /// recorded).
 fn server_failure(problem: &str) -> Response {
@@ -743,11 +768,7 @@ impl Server {
         } else if too_large {
             failure(413, "too-large", format!("the request body is {problem}"))
         } else {
-            failure(
-                400,
-                "invalid-body",
-                format!("the request body cannot be read: {problem}"),
-            )
+            invalid_body(problem)
         }
     }
 
@@ -802,7 +823,15 @@ impl Server {
             }
         }
         let parts: Vec<&str> = parts.iter().map(String::as_str).collect();
-        match self.route(j, now, req.method, &parts, req.body) {
+        // Decoded here, the one place: a body that is not UTF-8 is refused, never mended.
+        let body = match core::str::from_utf8(req.body) {
+            Ok(body) => body,
+            Err(e) => {
+                let problem = format!("not UTF-8 (at byte {})", e.valid_up_to());
+                return done(invalid_body(&problem));
+            }
+        };
+        match self.route(j, now, req.method, &parts, body) {
             Ok(Routed::Respond(r)) => done(r),
             Ok(Routed::Start(job, first)) => self.advance(j, now, job, first),
             Err(e) => done(gate_failure(&e)),
@@ -1173,7 +1202,7 @@ mod tests {
             method,
             path,
             authorization: Some("Bearer tok"),
-            body,
+            body: body.as_bytes(),
         }
     }
 
@@ -1318,6 +1347,92 @@ mod tests {
             step.next,
             Next::Respond(Response { status: 404, .. })
         ));
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_case_insensitive_and_takes_spaces_before_the_token() {
+        let t = Some("tok");
+        for ok in [
+            "Bearer tok",
+            "bearer tok",
+            "BEARER tok",
+            "bEaReR tok",
+            "Bearer   tok",
+        ] {
+            assert!(authorized(t, Some(ok)), "{ok:?}");
+        }
+        for no in [
+            "Bearer",
+            "Bearer ",
+            "Bearer  ",
+            "Bearertok",
+            "Bearer\ttok",
+            "Bearer tok x",
+            "Bearer tok2",
+            "Bearer to",
+            " Bearer tok",
+            "Basic tok",
+            "Bearers tok",
+            "tok",
+        ] {
+            assert!(!authorized(t, Some(no)), "{no:?}");
+        }
+        assert!(!authorized(None, Some("Bearer tok")), "no token configured");
+        assert!(!authorized(t, None));
+        let mut s = server();
+        let mut j = MemJournal::new();
+        let far = r#"{"expires_at_ms": 4102444800000}"#;
+        let r = Request {
+            authorization: Some("bearer  tok"),
+            ..req("PUT", "/v1/journals/a/leases/l", far)
+        };
+        let step = s.handle(&mut j, T0, &r);
+        assert!(matches!(
+            step.next,
+            Next::Respond(Response { status: 204, .. })
+        ));
+    }
+
+    #[test]
+    fn a_body_that_is_not_utf8_is_refused_and_nothing_is_recorded() {
+        let mut s = server();
+        let mut j = MemJournal::new();
+        let far = br#"{"expires_at_ms": 4102444800000}"#;
+        let step = s.handle(
+            &mut j,
+            T0,
+            &Request {
+                body: far,
+                ..req("PUT", "/v1/journals/a/leases/l", "")
+            },
+        );
+        answer(&mut s, &mut j, step, &mut 0);
+        let before = j.to_jsonl();
+        let mut body = refund("k9").into_bytes();
+        let at = body.windows(3).position(|w| w == b"\"a\"").unwrap() + 1;
+        body.splice(at..at + 1, [0xff, 0xfe]);
+        for path in ["/v1/journals/a/effects", "/v1/journals/a/submit"] {
+            let step = s.handle(
+                &mut j,
+                T0,
+                &Request {
+                    body: &body,
+                    ..req("POST", path, "")
+                },
+            );
+            let Next::Respond(r) = step.next else {
+                panic!("{step:?}")
+            };
+            assert_eq!(r.status, 400, "{}", r.body);
+            let e: Value = serde_json::from_str(&r.body).unwrap();
+            assert_eq!(e["error"]["kind"], "invalid-body", "{}", r.body);
+            assert!(
+                e["error"]["message"].as_str().unwrap().contains("UTF-8"),
+                "{}",
+                r.body
+            );
+        }
+        assert_eq!(j.to_jsonl(), before, "nothing recorded");
     }
 
     #[test]

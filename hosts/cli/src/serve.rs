@@ -8,21 +8,33 @@
 //! an instance holds the operations in progress (`POST .../submit`, then `.../ops/{op}`),
 //! and its requests are handled one at a time, so compare-and-append sees no interleaving
 //! within it.
+//!
+//! No client holds an instance while it is slow: the token is decided from the headers
+//! alone (a refused request is answered without reading its body), the body is read whole,
+//! within `http_api::MAX_BODY_BYTES` and `http_api::BODY_DEADLINE_MS`, before any instance
+//! is taken, and the response is collected whole before it is sent, so an instance is free
+//! again as soon as the component has answered, however slowly the client reads.
 
 use std::collections::HashMap;
+use std::future::poll_fn;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::{pin, Pin};
 use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{bail, Context, Result};
+use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
+use interlock_core::http_api::{BODY_DEADLINE_MS, MAX_BODY_BYTES};
 use interlock_core::{Journal as CoreJournal, JournalError as CoreError};
 use tokio::net::TcpListener;
 use tokio::sync::Mutex;
 use wasmtime::component::{Func, HasSelf, Linker, Val};
 use wasmtime::{Engine, Store};
 use wasmtime_wasi_http::io::TokioIo;
-use wasmtime_wasi_http::p2::bindings::http::types::Scheme;
+use wasmtime_wasi_http::p2::bindings::http::types::{ErrorCode, Scheme};
 use wasmtime_wasi_http::p2::bindings::{Proxy, ProxyPre};
 use wasmtime_wasi_http::p2::body::HyperOutgoingBody;
 use wasmtime_wasi_http::WasiHttpView;
@@ -104,6 +116,116 @@ struct Instance {
     /// The component's `http-api.refusal`: the token rule, asked before a request may
     /// reach a journal's instance.
     refusal: Func,
+    /// The component's `http-api.unreadable`: the answer to a body that could not be read.
+    unreadable: Func,
+}
+
+/// A body read whole: what the component reads at once, and what the client is sent.
+struct Whole(Option<Bytes>);
+
+impl Body for Whole {
+    type Data = Bytes;
+    type Error = wasmtime_wasi_http::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut TaskContext<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Poll::Ready(self.0.take().map(|b| Ok(Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.0.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.0.as_ref().map_or(0, |b| b.len() as u64))
+    }
+}
+
+/// Why a request's body was not read: `(too_large, problem)`, as `http-api.unreadable`
+/// takes them.
+type Unread = (bool, String);
+
+/// A request's body, whole: refused past `MAX_BODY_BYTES` (at once when its
+/// `Content-Length` says so) or when not all of it came within `BODY_DEADLINE_MS`.
+async fn read_body(body: Incoming) -> Result<Bytes, Unread> {
+    let too_large = || (true, format!("larger than {MAX_BODY_BYTES} bytes"));
+    if body.size_hint().lower() > MAX_BODY_BYTES as u64 {
+        return Err(too_large());
+    }
+    let read = async {
+        let mut body = pin!(body);
+        let mut out = Vec::new();
+        while let Some(frame) = poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+            let frame = frame.map_err(|e| (false, format!("cut short: {e}")))?;
+            if let Ok(data) = frame.into_data() {
+                if out.len() + data.len() > MAX_BODY_BYTES {
+                    return Err(too_large());
+                }
+                out.extend_from_slice(&data);
+            }
+        }
+        Ok(Bytes::from(out))
+    };
+    let deadline = Duration::from_millis(BODY_DEADLINE_MS);
+    tokio::time::timeout(deadline, read)
+        .await
+        .unwrap_or_else(|_| {
+            Err((
+                false,
+                format!("not all of it came within {} s", BODY_DEADLINE_MS / 1000),
+            ))
+        })
+}
+
+/// A response's body, whole.
+async fn collect(body: HyperOutgoingBody) -> Result<Bytes> {
+    let mut body = pin!(body);
+    let mut out = Vec::new();
+    while let Some(frame) = poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+        if let Ok(data) = frame?.into_data() {
+            out.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(out))
+}
+
+fn whole(bytes: Bytes) -> HyperOutgoingBody {
+    HyperOutgoingBody::new(Whole(Some(bytes)))
+}
+
+/// The component's `http-api.response` record as the answer to send, on a connection that
+/// is then closed (the request's body may be unread).
+fn closing(v: &Val) -> Result<hyper::Response<HyperOutgoingBody>> {
+    let Val::Record(fields) = v else {
+        bail!("http-api answered {v:?}, not a response");
+    };
+    let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v);
+    let (
+        Some(Val::U16(status)),
+        Some(Val::String(content_type)),
+        Some(Val::String(body)),
+        Some(Val::Bool(challenge)),
+    ) = (
+        field("status"),
+        field("content-type"),
+        field("body"),
+        field("challenge"),
+    )
+    else {
+        bail!("http-api answered {v:?}, not a response");
+    };
+    let mut r = hyper::Response::builder()
+        .status(*status)
+        .header(hyper::header::CONNECTION, "close");
+    if !content_type.is_empty() {
+        r = r.header(hyper::header::CONTENT_TYPE, content_type.as_str());
+    }
+    if *challenge {
+        r = r.header(hyper::header::WWW_AUTHENTICATE, "Bearer");
+    }
+    Ok(r.body(whole(Bytes::from(body.clone())))?)
 }
 
 struct Server {
@@ -170,14 +292,19 @@ impl Server {
         let api = instance
             .get_export_index(&mut store, None, "interlock:gate/http-api@0.1.0")
             .context("the component exports no interlock:gate/http-api")?;
-        let refusal = instance
-            .get_export_index(&mut store, Some(&api), "refusal")
-            .and_then(|i| instance.get_func(&mut store, i))
-            .context("the component's http-api has no refusal")?;
+        let mut func = |name: &str| {
+            instance
+                .get_export_index(&mut store, Some(&api), name)
+                .and_then(|i| instance.get_func(&mut store, i))
+                .with_context(|| format!("the component's http-api has no {name}"))
+        };
+        let refusal = func("refusal")?;
+        let unreadable = func("unreadable")?;
         let made = Arc::new(Mutex::new(Instance {
             store,
             proxy,
             refusal,
+            unreadable,
         }));
         // Two first requests may race to make one: the first one in is kept.
         Ok(self.lock().entry(key).or_insert(made).clone())
@@ -187,60 +314,84 @@ impl Server {
         self.instances.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether the component refuses a request with this `Authorization` (asked of the
-    /// instance that holds no journal).
-    async fn refused(&self, authorization: Option<String>) -> Result<bool> {
+    /// Calls `f` of the instance that holds no journal, held only for the call: the token
+    /// rule and the answer to an unreadable body, which no journal's instance waits for.
+    async fn ask(&self, f: fn(&Instance) -> Func, args: &[Val]) -> Result<Val> {
         let nameless = self.instance(None).await?;
         let mut guard = nameless.lock().await;
-        let Instance { store, refusal, .. } = &mut *guard;
-        let arg = Val::Option(authorization.map(|a| Box::new(Val::String(a))));
+        let func = f(&guard);
         let mut result = [Val::Bool(false)];
-        refusal.call_async(&mut *store, &[arg], &mut result).await?;
-        Ok(matches!(result[0], Val::Option(Some(_))))
+        func.call_async(&mut guard.store, args, &mut result).await?;
+        let [result] = result;
+        Ok(result)
     }
 
     async fn handle(
         self: Arc<Self>,
-        req: hyper::Request<hyper::body::Incoming>,
+        req: hyper::Request<Incoming>,
     ) -> Result<hyper::Response<HyperOutgoingBody>> {
-        // A request the component refuses (no token) is answered by the instance that
-        // holds no journal: it makes no instance, and opens no journal, for its name.
         let authorization = req
             .headers()
             .get(hyper::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(String::from);
-        let name = match interlock_core::http_api::journal_of(req.uri().path()) {
-            Some(n) if !self.refused(authorization).await? => Some(n.to_string()),
-            _ => None,
-        };
-        let instance = self.instance(name.as_deref()).await?;
-        let (sender, receiver) = tokio::sync::oneshot::channel();
-        let task = tokio::task::spawn(async move {
-            let mut guard = instance.lock().await;
-            let Instance { store, proxy, .. } = &mut *guard;
-            let req = store
-                .data_mut()
-                .http()
-                .new_incoming_request(Scheme::Http, req)?;
-            let out = store.data_mut().http().new_response_outparam(sender)?;
-            proxy
-                .wasi_http_incoming_handler()
-                .call_handle(&mut *store, req, out)
-                .await
-        });
-        match receiver.await {
-            Ok(Ok(resp)) => Ok(resp),
-            Ok(Err(e)) => Err(e.into()),
-            Err(_) => {
-                let e = match task.await {
-                    Ok(Ok(())) => anyhow!("the component answered nothing"),
-                    Ok(Err(e)) => anyhow::Error::from(e),
-                    Err(e) => e.into(),
-                };
-                Err(e.context("the component answered nothing"))
-            }
+        let auth_arg = || Val::Option(authorization.clone().map(|a| Box::new(Val::String(a))));
+        // The token first, from the headers alone: a refused request is answered without
+        // reading its body, makes no instance and opens no journal for its name.
+        if let Val::Option(Some(refusal)) = self.ask(|i| i.refusal, &[auth_arg()]).await? {
+            return closing(&refusal);
         }
+        // Then the whole body, before any instance is taken: a client that sends slowly,
+        // or never, waits alone.
+        let (parts, body) = req.into_parts();
+        let body = match read_body(body).await {
+            Ok(body) => body,
+            Err((too_large, problem)) => {
+                let args = [auth_arg(), Val::Bool(too_large), Val::String(problem)];
+                return closing(&self.ask(|i| i.unreadable, &args).await?);
+            }
+        };
+        let name = interlock_core::http_api::journal_of(parts.uri.path()).map(String::from);
+        let req = hyper::Request::from_parts(parts, Whole(Some(body)));
+        let instance = self.instance(name.as_deref()).await?;
+        // Spawned: a client that goes away does not stop a gate operation midway.
+        let task = tokio::task::spawn(async move {
+            let (sender, receiver) = tokio::sync::oneshot::channel::<
+                Result<hyper::Response<HyperOutgoingBody>, ErrorCode>,
+            >();
+            // The response is collected beside the call, so the instance is free once the
+            // component has answered, however slowly the client reads.
+            let response = tokio::task::spawn(async move {
+                let resp = match receiver.await {
+                    Ok(r) => r?,
+                    Err(_) => bail!("the component answered nothing"),
+                };
+                let (parts, body) = resp.into_parts();
+                let body = collect(body).await?;
+                Ok(hyper::Response::from_parts(parts, whole(body)))
+            });
+            let called = {
+                let mut guard = instance.lock().await;
+                let Instance { store, proxy, .. } = &mut *guard;
+                let req = store
+                    .data_mut()
+                    .http()
+                    .new_incoming_request(Scheme::Http, req)?;
+                let out = store.data_mut().http().new_response_outparam(sender)?;
+                proxy
+                    .wasi_http_incoming_handler()
+                    .call_handle(&mut *store, req, out)
+                    .await
+            };
+            match called {
+                Ok(()) => response.await?,
+                Err(e) => {
+                    response.abort();
+                    Err(anyhow::Error::from(e).context("the component failed"))
+                }
+            }
+        });
+        task.await?
     }
 }
 

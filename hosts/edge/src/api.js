@@ -11,18 +11,67 @@
  * @typedef {{ tag: 'ok', val: { status: number, body: string } } | { tag: 'err', val: string }} ApiAnswer
  * @typedef {{
  *   configure(settings: [string, string][]): void,
- *   handle(request: { method: string, path: string, authorization?: string, body: string }): ApiStep,
+ *   handle(request: { method: string, path: string, authorization?: string, body: Uint8Array }): ApiStep,
  *   resume(id: bigint, answer: ApiAnswer | undefined): ApiStep,
  *   abandon(id: bigint): void,
  *   unreadable(authorization: string | undefined, tooLarge: boolean, problem: string): ApiResponse,
  * }} HttpApi the component's `interlock:gate/http-api` export, as jco binds it
  */
 
-/** The largest request body read, in bytes (the gate refuses far less). */
+/** The largest request body read, in bytes: the API's (interlock_core::http_api::MAX_BODY_BYTES). */
 const MAX_BODY = 1 << 20;
+/** How long a request's whole body is waited for, in ms: the API's (http_api::BODY_DEADLINE_MS). */
+const BODY_DEADLINE_MS = 10_000;
 
 /** @param {unknown} e */
 const message = (e) => String(/** @type {any} */ (e)?.message ?? e);
+
+/**
+ * A request's body, whole, as the bytes that came (the component decodes them), or why it
+ * cannot be read: past MAX_BODY, cut short, or not all of it within BODY_DEADLINE_MS.
+ * @param {Request} request
+ * @returns {Promise<{ bytes: Uint8Array } | { tooLarge: boolean, problem: string }>}
+ */
+async function readBody(request) {
+  const tooLarge = { tooLarge: true, problem: `larger than ${MAX_BODY} bytes` };
+  if (Number(request.headers.get('content-length')) > MAX_BODY) return tooLarge;
+  if (!request.body) return { bytes: new Uint8Array(0) };
+  const reader = request.body.getReader();
+  /** @type {Uint8Array[]} */
+  const chunks = [];
+  let size = 0;
+  /** @type {ReturnType<typeof setTimeout> | undefined} */
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(() => resolve('late'), BODY_DEADLINE_MS)));
+  try {
+    for (;;) {
+      const read = await Promise.race([reader.read(), late]);
+      if (read === 'late') {
+        reader.cancel().catch(() => {});
+        return { tooLarge: false, problem: `not all of it came within ${BODY_DEADLINE_MS / 1000} s` };
+      }
+      const { done, value } = /** @type {ReadableStreamReadResult<Uint8Array>} */ (read);
+      if (done) break;
+      size += value.byteLength;
+      if (size > MAX_BODY) {
+        reader.cancel().catch(() => {});
+        return tooLarge;
+      }
+      chunks.push(value);
+    }
+  } catch (e) {
+    return { tooLarge: false, problem: `cut short: ${message(e)}` };
+  } finally {
+    clearTimeout(timer);
+  }
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const c of chunks) {
+    bytes.set(c, at);
+    at += c.byteLength;
+  }
+  return { bytes };
+}
 
 /** @param {ApiResponse} r */
 export function toResponse(r) {
@@ -75,12 +124,11 @@ export class GateApi {
    */
   async handle(request) {
     const authorization = request.headers.get('authorization') ?? undefined;
-    const body = await request.text();
-    if (new TextEncoder().encode(body).length > MAX_BODY) {
-      return toResponse(this.api.unreadable(authorization, true, `larger than ${MAX_BODY} bytes`));
-    }
+    // The bytes as they came: the component decodes them (strictly, as UTF-8).
+    const body = await readBody(request);
+    if (!('bytes' in body)) return toResponse(this.api.unreadable(authorization, body.tooLarge, body.problem));
     const url = new URL(request.url);
-    let step = this.api.handle({ method: request.method, path: url.pathname, authorization, body });
+    let step = this.api.handle({ method: request.method, path: url.pathname, authorization, body: body.bytes });
     for (;;) {
       const { id, next } = step;
       if (next.tag === 'respond') {

@@ -39,6 +39,50 @@ for (const server of SERVERS) describe(server.name, { skip: server.skip }, () =>
     assert.equal(pay.stats.applies, 0, 'nothing sent');
   });
 
+  test('the scheme is case-insensitive, with one or more spaces before the token (RFC 9110, 11.1)', async () => {
+    const j = 'scheme';
+    const get = (authorization) => fetch(`${w.url}/v1/journals/${j}/entries`, { headers: { authorization } });
+    for (const authorization of [`bearer ${TOKEN}`, `BEARER ${TOKEN}`, `bEaReR ${TOKEN}`, `Bearer   ${TOKEN}`, `bearer  ${TOKEN}`]) {
+      const r = await get(authorization);
+      assert.equal(r.status, 200, `${authorization}: ${await r.text()}`);
+    }
+    for (const authorization of [`bearer ${TOKEN}x`, `Bearer${TOKEN}`, `bearers ${TOKEN}`, `Basic ${TOKEN}`, 'bearer', TOKEN]) {
+      const r = await get(authorization);
+      assert.equal(r.status, 401, authorization);
+    }
+    const put = await fetch(`${w.url}/v1/journals/${j}/leases/case-4471`, {
+      method: 'PUT',
+      headers: { authorization: `bearer  ${TOKEN}` },
+      body: JSON.stringify({ expires_at_ms: FAR }),
+    });
+    assert.equal(put.status, 204, await put.text());
+  });
+
+  test('a body that is not UTF-8: 400 invalid-body from the component, nothing recorded, nothing sent', async () => {
+    const j = 'bytes';
+    assert.equal((await api(w.url, j, 'PUT', '/leases/case-4471', { expires_at_ms: FAR })).status, 204);
+    const text = JSON.stringify({ ...refund(), agent: 'AGENT' });
+    const at = text.indexOf('AGENT');
+    const enc = new TextEncoder();
+    // The agent is the bytes \xff\xfe, which are not UTF-8: refused, never mended to U+FFFD.
+    const body = new Uint8Array([...enc.encode(text.slice(0, at)), 0xff, 0xfe, ...enc.encode(text.slice(at + 'AGENT'.length))]);
+    for (const path of ['/effects', '/submit', '/approvals']) {
+      const r = await fetch(`${w.url}/v1/journals/${j}${path}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' },
+        body,
+      });
+      const answer = await r.text();
+      assert.equal(r.status, 400, `${path}: ${answer}`);
+      const e = JSON.parse(answer).error;
+      assert.equal(e.kind, 'invalid-body', `${path}: ${answer}`);
+      assert.match(e.message, /UTF-8/);
+    }
+    const states = (await api(w.url, j, 'GET', '/entries')).text.trim().split('\n').map((l) => JSON.parse(l).state);
+    assert.deepEqual(states, ['GRANTED'], 'nothing recorded');
+    assert.equal(pay.stats.applies, 0, 'nothing sent');
+  });
+
   test('bad input: 4xx with the typed gate error, nothing recorded, nothing sent', async () => {
     const j = 'bad';
     const bad = [
