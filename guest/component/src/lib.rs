@@ -332,8 +332,12 @@ impl tl::Guest for Component {
     fn found(config: String, tool: String, answer: String) -> Result<bool, g::GateError> {
         core_::tools::text::found(&config, &tool, &answer).map_err(err)
     }
-    fn check_authority(config: String, authority: Option<String>) -> Result<(), g::GateError> {
-        core_::tools::text::check_authority(&config, authority.as_deref()).map_err(err)
+    fn check_authority(
+        config: String,
+        authority: Option<String>,
+        strict: bool,
+    ) -> Result<Vec<String>, g::GateError> {
+        core_::tools::text::check_authority(&config, authority.as_deref(), strict).map_err(err)
     }
     fn check_tools(config: String, available: Vec<String>) -> Result<(), g::GateError> {
         core_::tools::text::check_tools(&config, &available).map_err(err)
@@ -395,6 +399,12 @@ impl g::Guest for Component {
     }
     fn grant_standing_lease(agent: String) -> Result<String, g::GateError> {
         with_gate(|gate, j, now| gate.grant_standing_lease(j, now, &agent)).map_err(err)
+    }
+    fn set_strict_authority(strict: bool) {
+        with_gate(|gate, _, _| gate.set_strict_authority(strict))
+    }
+    fn standing_notice(agent: String) -> Result<String, g::GateError> {
+        core_::defaults::standing_notice(&agent).map_err(err)
     }
     fn grant_lease(lease: String, expires_at_ms: u64) -> Result<(), g::GateError> {
         with_gate(|gate, j, now| gate.grant_lease(j, now, &lease, expires_at_ms)).map_err(err)

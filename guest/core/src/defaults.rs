@@ -27,6 +27,18 @@ pub fn standing_lease_name(agent: &str) -> Result<String, GateError> {
     Ok(name)
 }
 
+/// What a host prints once, at start, when effects may run under `agent`'s standing lease
+/// (authority is not strict and some effect names none): the default is visible, never
+/// silent.
+pub fn standing_notice(agent: &str) -> Result<String, GateError> {
+    let lease = standing_lease_name(agent)?;
+    Ok(format!(
+        "interlock: gating under standing lease {lease} (agent {agent}), granted and recorded \
+         in the journal at its first use and named in every receipt; name a lease or an \
+         approval to scope an effect, or turn on strict authority to require one"
+    ))
+}
+
 /// The defaults as JSON: `timeout_ms`, `dedupe_window_ms`, `clock_skew_ms`, `claim_wait`
 /// (`poll_ms`, `max_polls`) and `standing_lease_ms`.
 pub fn defaults_json() -> String {
@@ -52,6 +64,14 @@ mod tests {
         assert_eq!(v["claim_wait"]["poll_ms"], 200);
         assert_eq!(v["claim_wait"]["max_polls"], 150);
         assert_eq!(v["standing_lease_ms"], STANDING_LEASE_MS);
+    }
+
+    #[test]
+    fn the_standing_notice_names_the_lease_and_how_to_scope_it() {
+        let n = standing_notice("refund-agent").unwrap();
+        assert!(n.contains("standing lease refund-agent-standing"), "{n}");
+        assert!(n.contains("name a lease"), "{n}");
+        assert!(standing_notice("").is_err());
     }
 
     #[test]

@@ -17,6 +17,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use crate::defaults::{CLAIM_WAIT_MAX_POLLS, CLAIM_WAIT_POLL_MS};
+use crate::schema::Obj;
 use crate::tools::outcome_json;
 use crate::{Ask, Gate, GateError, Journal, JournalError, Outcome, Reason, Reply, State, Step};
 
@@ -123,6 +124,10 @@ pub struct Settings {
     pub token: Option<String>,
     pub targets: BTreeMap<String, HttpTarget>,
     pub receipt_key: Option<String>,
+    /// Strict authority (`INTERLOCK_STRICT_AUTHORITY=1`): a proposal naming no lease or
+    /// approval is refused (400 `invalid-field` at `/authority`) instead of running under
+    /// its agent's standing lease.
+    pub strict_authority: bool,
 }
 
 impl Settings {
@@ -133,50 +138,71 @@ impl Settings {
             None => BTreeMap::new(),
             Some(text) => parse_targets(&text).map_err(|e| format!("INTERLOCK_TARGETS: {e}"))?,
         };
+        let strict_authority = match nonempty("INTERLOCK_STRICT_AUTHORITY").as_deref() {
+            None | Some("0") => false,
+            Some("1") => true,
+            Some(v) => {
+                return Err(format!(
+                    "INTERLOCK_STRICT_AUTHORITY: {v:?} is neither 1 (named authority only) nor 0"
+                ))
+            }
+        };
         Ok(Settings {
             token: nonempty("INTERLOCK_TOKEN"),
             targets,
             receipt_key: nonempty("INTERLOCK_RECEIPT_KEY"),
+            strict_authority,
         })
     }
 }
 
-/// `{"name": {"apply": {"url", "method"?}, "lookup"?: {"url"}, "premises"?: ..., "check"?: ...}}`.
+/// `{"name": {"apply": {"url", "method"?}, "lookup"?: {"url"}, "premises"?: ..., "check"?: ...}}`,
+/// read by the one schema reader: an unknown member at any depth is refused at its pointer.
 pub fn parse_targets(text: &str) -> Result<BTreeMap<String, HttpTarget>, String> {
-    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
-    let obj = v.as_object().ok_or("is not an object of targets")?;
+    parse_targets_checked(text).map_err(|e| match e {
+        GateError::InvalidField { field, problem } => format!("{field} {problem}"),
+        GateError::InvalidJson(m) => format!("not JSON: {m}"),
+        other => format!("{other:?}"),
+    })
+}
+
+fn parse_targets_checked(text: &str) -> Result<BTreeMap<String, HttpTarget>, GateError> {
+    let v: Value = serde_json::from_str(text).map_err(|e| GateError::InvalidJson(e.to_string()))?;
+    let all = Obj::any(&v, "", "the targets (name -> target)")?;
     let mut out = BTreeMap::new();
-    for (name, t) in obj {
-        let t = t
-            .as_object()
-            .ok_or_else(|| format!("/{name} is not an object"))?;
-        for k in t.keys() {
-            if !["apply", "lookup", "premises", "check"].contains(&k.as_str()) {
-                return Err(format!(
-                    "/{name}/{k} is not one of apply, lookup, premises, check"
-                ));
-            }
-        }
-        let endpoint = |k: &str| -> Result<Option<Endpoint>, String> {
+    for (name, t) in all.map() {
+        let at = all.at(name);
+        crate::schema::check_name(name, &at)?;
+        let t = Obj::strict(
+            t,
+            &at,
+            "an HTTP target",
+            &["apply", "lookup", "premises", "check"],
+        )?;
+        let endpoint = |k: &str| -> Result<Option<Endpoint>, GateError> {
             let Some(e) = t.get(k) else { return Ok(None) };
-            let url = e
-                .get("url")
-                .and_then(Value::as_str)
-                .ok_or_else(|| format!("/{name}/{k}/url is not a string"))?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!("/{name}/{k}/url is not an http(s) URL"));
-            }
-            let method = match e.get("method") {
-                None => None,
-                Some(Value::String(m)) if !m.is_empty() => Some(m.clone()),
-                Some(_) => return Err(format!("/{name}/{k}/method is not a method")),
+            let eat = t.at(k);
+            let e = Obj::strict(e, &eat, "an endpoint", &["url", "method"])?;
+            let url = match e.required("url", "the endpoint's http(s) URL")? {
+                Value::String(u) if u.starts_with("http://") || u.starts_with("https://") => u,
+                _ => {
+                    return Err(crate::schema::field_err(
+                        &e.at("url"),
+                        "must be an http:// or https:// URL",
+                    ))
+                }
             };
             Ok(Some(Endpoint {
-                url: url.into(),
-                method,
+                url: url.clone(),
+                method: e.opt_name("method", "")?,
             }))
         };
-        let apply = endpoint("apply")?.ok_or_else(|| format!("/{name}/apply is required"))?;
+        let apply = endpoint("apply")?.ok_or_else(|| {
+            crate::schema::field_err(
+                &t.at("apply"),
+                "is required: the request that does the effect",
+            )
+        })?;
         out.insert(
             name.clone(),
             HttpTarget {
@@ -740,15 +766,18 @@ impl Server {
     /// answered 500, saying so).
     pub fn new(settings: Result<Settings, String>) -> Server {
         let mut gate = Gate::new();
+        let mut stepper = Gate::new();
         if let Ok(s) = &settings {
             // This server performs only the targets it is configured with; another
             // target's open effect stays open for a host that reaches it (the caller,
             // through submit).
             gate.set_routes(s.targets.keys().cloned());
+            gate.set_strict_authority(s.strict_authority);
+            stepper.set_strict_authority(s.strict_authority);
         }
         Server {
             gate,
-            stepper: Gate::new(),
+            stepper,
             settings,
             pending: BTreeMap::new(),
             next_id: 1,
@@ -1311,6 +1340,25 @@ mod tests {
             ),
             "http://x/o%201%2F2?r=e1&m="
         );
+    }
+
+    #[test]
+    fn targets_and_settings_are_read_strictly() {
+        let at = |t: &str| parse_targets(t).unwrap_err();
+        let e = at(r#"{"p": {"apply": {"url": "http://x", "methd": "POST"}}}"#);
+        assert!(
+            e.starts_with("/p/apply/methd is not a field of an endpoint"),
+            "{e}"
+        );
+        assert!(e.contains("did you mean \"method\"?"), "{e}");
+        assert!(at(r#"{"p": {"aply": {"url": "http://x"}}}"#).starts_with("/p/aply "));
+        assert!(at(r#"{"p": {"apply": {"url": "ftp://x"}}}"#).starts_with("/p/apply/url "));
+        let strict = |v: &str| {
+            Settings::from_env(|k| (k == "INTERLOCK_STRICT_AUTHORITY").then(|| v.to_string()))
+        };
+        assert!(strict("1").unwrap().strict_authority);
+        assert!(!strict("0").unwrap().strict_authority);
+        assert!(strict("yes").is_err());
     }
 
     #[test]

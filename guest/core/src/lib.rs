@@ -19,6 +19,7 @@ mod journal;
 mod proposal;
 mod receipt;
 pub mod recovery;
+pub mod schema;
 pub mod tools;
 mod types;
 

@@ -11,8 +11,6 @@ use crate::types::GateError;
 
 /// Inputs above this size are refused before parsing.
 pub const MAX_INPUT_BYTES: usize = 64 * 1024;
-/// Names of leases, approvals, caps, agents and targets.
-const MAX_NAME_BYTES: usize = 256;
 pub const DEFAULT_DEDUPE_WINDOW_MS: u64 = 24 * 3600 * 1000;
 pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 pub const DEFAULT_CLOCK_SKEW_MS: u64 = 0;
@@ -127,36 +125,8 @@ fn check_safe_numbers(v: &Value, at: &mut String) -> Result<(), GateError> {
     Ok(())
 }
 
-pub fn field_err(field: &str, problem: impl Into<String>) -> GateError {
-    GateError::InvalidField {
-        field: field.to_string(),
-        problem: problem.into(),
-    }
-}
-
-pub fn object<'a>(v: &'a Value, field: &str) -> Result<&'a Map<String, Value>, GateError> {
-    v.as_object()
-        .ok_or_else(|| field_err(field, "must be an object"))
-}
-
-pub fn name(v: Option<&Value>, field: &str) -> Result<String, GateError> {
-    let s = v
-        .ok_or_else(|| field_err(field, "is required"))?
-        .as_str()
-        .ok_or_else(|| field_err(field, "must be a string"))?;
-    check_name(s, field)?;
-    Ok(s.to_string())
-}
-
-pub fn check_name(s: &str, field: &str) -> Result<(), GateError> {
-    if s.is_empty() || s.len() > MAX_NAME_BYTES || s.chars().any(char::is_control) {
-        return Err(field_err(
-            field,
-            format!("must be 1 to {MAX_NAME_BYTES} bytes with no control characters"),
-        ));
-    }
-    Ok(())
-}
+use crate::schema::Obj;
+pub use crate::schema::{check_name, field_err};
 
 /// An effect id given by the host (to recover, confirm, or take a receipt of an effect).
 pub fn check_effect_id(s: &str) -> Result<(), GateError> {
@@ -167,34 +137,6 @@ pub fn check_effect_id(s: &str) -> Result<(), GateError> {
         ));
     }
     Ok(())
-}
-
-fn opt_bool(
-    m: &Map<String, Value>,
-    key: &str,
-    field: &str,
-    default: bool,
-) -> Result<bool, GateError> {
-    match m.get(key) {
-        None => Ok(default),
-        Some(v) => v
-            .as_bool()
-            .ok_or_else(|| field_err(field, "must be true or false")),
-    }
-}
-
-pub fn opt_u64(m: &Map<String, Value>, key: &str, field: &str) -> Result<Option<u64>, GateError> {
-    match m.get(key) {
-        None => Ok(None),
-        Some(v) => v
-            .as_u64()
-            .map(Some)
-            .ok_or_else(|| field_err(field, "must be a non-negative integer")),
-    }
-}
-
-fn req_u64(m: &Map<String, Value>, key: &str, field: &str) -> Result<u64, GateError> {
-    opt_u64(m, key, field)?.ok_or_else(|| field_err(field, "is required"))
 }
 
 const FIELDS: &[&str] = &[
@@ -208,88 +150,123 @@ const FIELDS: &[&str] = &[
     "cap",
 ];
 
-impl Proposal {
-    pub fn parse(text: &str) -> Result<Proposal, GateError> {
-        let v = parse_input(text, "")?;
-        let m = object(&v, "")?;
-        if let Some(k) = m.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-            // A misspelled field ("premise") must not silently drop a safety check.
-            return Err(field_err(&format!("/{k}"), "is not a proposal field"));
-        }
-        let agent = name(m.get("agent"), "/agent")?;
+/// The refusal of a proposal that names no authority where one must be named: a recorded
+/// proposal, or any under strict authority (`Gate::set_strict_authority`).
+pub fn authority_required() -> GateError {
+    field_err(
+        "/authority",
+        "is required (strict authority: no standing lease): name a lease \
+         ({\"lease\": \"case-4471\"}, granted first with `interlock lease grant JOURNAL \
+         case-4471 --for 48h`) or an approval ({\"approval\": \"apr-7\"}, recorded with \
+         `interlock approve JOURNAL FILE`)",
+    )
+}
 
-        let t = object(
-            m.get("target")
-                .ok_or_else(|| field_err("/target", "is required"))?,
+const TARGET_FIELDS: &[&str] = &[
+    "name",
+    "dedupes",
+    "dedupe_window_ms",
+    "lookup",
+    "timeout_ms",
+    "clock_skew_ms",
+];
+const AUTHORITY_FIELDS: &[&str] = &["lease", "approval", "host_check"];
+const CAP_FIELDS: &[&str] = &["name", "limit_cents", "amount_cents"];
+
+impl Proposal {
+    /// A proposal that must name its authority (a recorded one, or under strict authority).
+    pub fn parse(text: &str) -> Result<Proposal, GateError> {
+        match Self::parse_input(text)? {
+            (p, false) => Ok(p),
+            (_, true) => Err(authority_required()),
+        }
+    }
+
+    /// A proposal as an agent's host gives it. One that names no authority runs under its
+    /// agent's standing lease (`<agent>-standing`, see `Gate::grant_standing_lease`): the
+    /// second value says so, and the gate decides whether it may (it may not under strict
+    /// authority) and grants that lease at its first use.
+    pub fn parse_input(text: &str) -> Result<(Proposal, bool), GateError> {
+        let v = parse_input(text, "")?;
+        let m = Obj::strict(&v, "", "a proposal", FIELDS)?;
+        let agent = m.name("agent", "who proposes (an agent name)")?;
+
+        let t = Obj::strict(
+            m.required("target", "the service the effect goes to ({\"name\": ...})")?,
             "/target",
+            "target",
+            TARGET_FIELDS,
         )?;
         let target = TargetSpec {
-            name: name(t.get("name"), "/target/name")?,
-            dedupes: opt_bool(t, "dedupes", "/target/dedupes", false)?,
-            dedupe_window_ms: opt_u64(t, "dedupe_window_ms", "/target/dedupe_window_ms")?
+            name: t.name("name", "the target service's name")?,
+            dedupes: t.bool_or("dedupes", false)?,
+            dedupe_window_ms: t
+                .opt_u64("dedupe_window_ms")?
                 .unwrap_or(DEFAULT_DEDUPE_WINDOW_MS),
-            lookup: opt_bool(t, "lookup", "/target/lookup", false)?,
-            timeout_ms: opt_u64(t, "timeout_ms", "/target/timeout_ms")?
-                .unwrap_or(DEFAULT_TIMEOUT_MS),
-            clock_skew_ms: opt_u64(t, "clock_skew_ms", "/target/clock_skew_ms")?
-                .unwrap_or(DEFAULT_CLOCK_SKEW_MS),
+            lookup: t.bool_or("lookup", false)?,
+            timeout_ms: t.opt_u64("timeout_ms")?.unwrap_or(DEFAULT_TIMEOUT_MS),
+            clock_skew_ms: t.opt_u64("clock_skew_ms")?.unwrap_or(DEFAULT_CLOCK_SKEW_MS),
         };
         if target.timeout_ms == 0 {
             return Err(field_err("/target/timeout_ms", "must be at least 1"));
         }
 
         let effect = m
-            .get("effect")
-            .ok_or_else(|| field_err("/effect", "is required"))?
+            .required("effect", "what to do, as a JSON object")?
             .clone();
-        object(&effect, "/effect")?;
-        let key = match m.get("key") {
-            None | Some(Value::Null) => None,
-            Some(k) => Some(k.clone()),
-        };
+        Obj::any(&effect, "/effect", "the effect")?;
+        let key = m.get_some("key").cloned();
 
-        let a = object(
-            m.get("authority")
-                .ok_or_else(|| field_err("/authority", "is required"))?,
-            "/authority",
-        )?;
-        let authority = match (a.get("lease"), a.get("approval")) {
-            (Some(_), Some(_)) => {
-                return Err(field_err(
-                    "/authority",
-                    "names a lease or an approval, not both",
-                ))
-            }
-            (Some(l), None) => Authority::Lease(name(Some(l), "/authority/lease")?),
-            (None, Some(ap)) => Authority::Approval(name(Some(ap), "/authority/approval")?),
-            (None, None) => {
-                return Err(field_err("/authority", "must name a lease or an approval"))
+        // No lease and no approval named (no `authority`, or only its `host_check`): the
+        // agent's standing lease; the gate decides whether that may be, and grants it.
+        let (named, host_check) = match m.get("authority") {
+            None => (None, false),
+            Some(a) => {
+                let a = Obj::strict(a, "/authority", "authority", AUTHORITY_FIELDS)?;
+                let named = match (a.get("lease"), a.get("approval")) {
+                    (Some(_), Some(_)) => {
+                        return Err(field_err(
+                            "/authority",
+                            "names a lease or an approval, not both",
+                        ))
+                    }
+                    (Some(_), None) => Some(Authority::Lease(a.name("lease", "")?)),
+                    (None, Some(_)) => Some(Authority::Approval(a.name("approval", "")?)),
+                    (None, None) => None,
+                };
+                (named, a.bool_or("host_check", false)?)
             }
         };
-        let host_check = opt_bool(a, "host_check", "/authority/host_check", false)?;
+        let standing = named.is_none();
+        let authority = match named {
+            Some(a) => a,
+            None => Authority::Lease(crate::defaults::standing_lease_name(&agent)?),
+        };
 
         let mut premises = BTreeMap::new();
         if let Some(p) = m.get("premises") {
-            for (k, v) in object(p, "/premises")? {
-                check_name(k, "/premises")?;
+            let p = Obj::any(p, "/premises", "premises (name -> value read)")?;
+            for (k, v) in p.map() {
+                check_name(k, &p.at(k))?;
                 premises.insert(k.clone(), v.clone());
             }
         }
 
         let mut bounds = BTreeMap::new();
         if let Some(b) = m.get("bounds") {
-            for (k, spec) in object(b, "/bounds")? {
-                let field = format!("/bounds/{k}");
+            let b = Obj::any(b, "/bounds", "bounds (premise name -> bound)")?;
+            for (k, spec) in b.map() {
+                let field = b.at(k);
                 if !premises.contains_key(k) {
                     return Err(field_err(
                         &field,
-                        "bounds a premise the proposal does not declare",
+                        "bounds a premise the proposal does not declare: add it to premises",
                     ));
                 }
-                let s = object(spec, &field)?;
-                let bound = match (s.get("at_most"), s.get("at_least"), s.len()) {
-                    (Some(x), None, 1) if x.is_number() => Bound::AtMost(x.clone()),
-                    (None, Some(x), 1) if x.is_number() => Bound::AtLeast(x.clone()),
+                let s = Obj::strict(spec, &field, "a bound", &["at_most", "at_least"])?;
+                let bound = match (s.get("at_most"), s.get("at_least")) {
+                    (Some(x), None) if x.is_number() => Bound::AtMost(x.clone()),
+                    (None, Some(x)) if x.is_number() => Bound::AtLeast(x.clone()),
                     _ => {
                         return Err(field_err(
                             &field,
@@ -301,29 +278,35 @@ impl Proposal {
             }
         }
 
-        let cap = match m.get("cap") {
-            None | Some(Value::Null) => None,
+        let cap = match m.get_some("cap") {
+            None => None,
             Some(c) => {
-                let c = object(c, "/cap")?;
+                let c = Obj::strict(c, "/cap", "cap", CAP_FIELDS)?;
                 Some(Cap {
-                    name: name(c.get("name"), "/cap/name")?,
-                    limit_cents: req_u64(c, "limit_cents", "/cap/limit_cents")?,
-                    amount_cents: req_u64(c, "amount_cents", "/cap/amount_cents")?,
+                    name: c.name("name", "the cap's name")?,
+                    limit_cents: c.u64("limit_cents", "the most the cap lets through, in cents")?,
+                    amount_cents: c.u64(
+                        "amount_cents",
+                        "what this effect counts against it, in cents",
+                    )?,
                 })
             }
         };
 
-        Ok(Proposal {
-            agent,
-            target,
-            key,
-            effect,
-            authority,
-            host_check,
-            premises,
-            bounds,
-            cap,
-        })
+        Ok((
+            Proposal {
+                agent,
+                target,
+                key,
+                effect,
+                authority,
+                host_check,
+                premises,
+                bounds,
+                cap,
+            },
+            standing,
+        ))
     }
 
     pub fn effect_id(&self) -> String {
@@ -460,10 +443,16 @@ mod tests {
             )),
             "/effect"
         );
+        // Neither lease nor approval: only a proposal that may run standing takes it.
         assert_eq!(
             field_of(&OK.replace(r#"{"lease":"case-4471"}"#, "{}")),
             "/authority"
         );
+        let (p, standing) = Proposal::parse_input(
+            &OK.replace(r#"{"lease":"case-4471"}"#, r#"{"host_check":true}"#),
+        )
+        .unwrap();
+        assert!(standing && p.host_check);
         assert_eq!(
             field_of(&OK.replace(r#""premises""#, r#""premise""#)),
             "/premise"
@@ -473,6 +462,70 @@ mod tests {
             Proposal::parse(&big),
             Err(GateError::TooLarge(MAX_INPUT_BYTES as u64))
         );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_at_every_depth() {
+        // Each of these once committed and sent, a check silently gone (issue 23).
+        let cases = [
+            (
+                r#""lease":"case-4471""#,
+                r#""lease":"case-4471","host_chek":true"#,
+                "/authority/host_chek",
+            ),
+            (
+                r#""lease":"case-4471""#,
+                r#""leese":"case-4471""#,
+                "/authority/leese",
+            ),
+            (
+                r#""dedupes":true"#,
+                r#""dedupes":true,"dedupe":true"#,
+                "/target/dedupe",
+            ),
+            (
+                r#""dedupes":true"#,
+                r#""dedupes":true,"lookups":true"#,
+                "/target/lookups",
+            ),
+        ];
+        for (from, to, at) in cases {
+            assert_eq!(field_of(&OK.replace(from, to)), at, "{to}");
+        }
+        let capped = OK.replace(
+            r#""premises""#,
+            r#""cap":{"name":"o","limit":3000,"amount_cents":2000},"premises""#,
+        );
+        assert_eq!(field_of(&capped), "/cap/limit");
+        let bounded = OK.replace(
+            r#""premises""#,
+            r#""bounds":{"eligible":{"at_most":1,"at_mots":2}},"premises""#,
+        );
+        assert_eq!(field_of(&bounded), "/bounds/eligible/at_mots");
+        match Proposal::parse(&OK.replace(
+            r#""lease":"case-4471""#,
+            r#""lease":"case-4471","host_chek":true"#,
+        )) {
+            Err(GateError::InvalidField { problem, .. }) => {
+                assert!(
+                    problem.contains("did you mean \"host_check\"?"),
+                    "{problem}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn no_authority_is_the_standing_lease_of_the_agent_unless_recorded() {
+        let text = OK.replace(r#""authority":{"lease":"case-4471"},"#, "");
+        let (p, standing) = Proposal::parse_input(&text).unwrap();
+        assert!(standing);
+        assert_eq!(
+            p.authority,
+            Authority::Lease("refund-agent-standing".into())
+        );
+        assert_eq!(field_of(&text), "/authority");
     }
 
     #[test]

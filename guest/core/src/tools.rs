@@ -31,8 +31,9 @@ use alloc::vec::Vec;
 use serde_json::{json, Map, Value};
 
 use crate::canon::{canonical, effect_id_for};
-use crate::proposal::{field_err, parse_input, Proposal};
-use crate::types::{GateError, Outcome, Reason, State};
+use crate::proposal::{parse_input, Proposal};
+use crate::schema::{check_name, field_err, Obj};
+use crate::types::{Executed, GateError, Outcome, Reason, State};
 
 /// The one value of a mapped argument that is not the name of a call argument.
 pub const EFFECT_ID: &str = "$effect_id";
@@ -87,162 +88,104 @@ const TOOL: [&str; 11] = [
 ];
 
 fn object<'v>(v: &'v Value, at: &str) -> Result<&'v Map<String, Value>, GateError> {
-    v.as_object()
-        .ok_or_else(|| field_err(at, "must be an object"))
+    Ok(Obj::any(v, at, "this")?.map())
 }
 
-fn only(m: &Map<String, Value>, allowed: &[&str], at: &str) -> Result<(), GateError> {
-    match m.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(field_err(&format!("{at}/{k}"), "is not a field here")),
-        None => Ok(()),
-    }
-}
-
-fn string(v: Option<&Value>, at: &str) -> Result<String, GateError> {
-    match v {
-        Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(_) => Err(field_err(at, "must be a non-empty string")),
-        None => Err(field_err(at, "is required")),
-    }
-}
-
-fn strings(v: Option<&Value>, at: &str) -> Result<Vec<String>, GateError> {
-    let list = match v {
-        Some(Value::Array(a)) if !a.is_empty() => a,
-        Some(_) => return Err(field_err(at, "must be a non-empty list of names")),
-        None => return Err(field_err(at, "is required")),
-    };
-    list.iter()
-        .enumerate()
-        .map(|(i, x)| string(Some(x), &format!("{at}/{i}")))
-        .collect()
-}
-
-fn mapped(v: &Value, at: &str, extra: &[&str]) -> Result<Mapped, GateError> {
-    let m = object(v, at)?;
-    let mut allowed = alloc::vec!["tool", "arguments"];
-    allowed.extend_from_slice(extra);
-    only(m, &allowed, at)?;
-    let tool = string(m.get("tool"), &format!("{at}/tool"))?;
+fn mapped(o: &Obj<'_, '_>, what: &str) -> Result<Mapped, GateError> {
+    let tool = o.name("tool", &format!("the tool that {what}"))?;
     let mut arguments = BTreeMap::new();
-    if let Some(a) = m.get("arguments") {
-        for (k, src) in object(a, &format!("{at}/arguments"))? {
-            arguments.insert(
-                k.clone(),
-                string(Some(src), &format!("{at}/arguments/{k}"))?,
-            );
+    if let Some(a) = o.get("arguments") {
+        let at = o.at("arguments");
+        let a = Obj::any(
+            a,
+            &at,
+            "arguments (its argument -> the call's argument, or $effect_id)",
+        )?;
+        for k in a.map().keys() {
+            check_name(k, &a.at(k))?;
+            arguments.insert(k.clone(), a.name(k, "")?);
         }
     }
     Ok(Mapped { tool, arguments })
-}
-
-fn u64_of(v: &Value, at: &str) -> Result<u64, GateError> {
-    v.as_u64()
-        .ok_or_else(|| field_err(at, "must be a whole number of milliseconds"))
 }
 
 impl ToolsConfig {
     /// Checks a configuration; every problem is `invalid-field` at its JSON pointer.
     pub fn parse(text: &str) -> Result<ToolsConfig, GateError> {
         let v = parse_input(text, "")?;
-        let top = object(&v, "")?;
-        only(top, &TOP, "")?;
-        if let Some(d) = top.get("journal_dir") {
-            string(Some(d), "/journal_dir")?;
-        }
+        let top = Obj::strict(&v, "", "a tool configuration", &TOP)?;
+        top.opt_name("journal_dir", "")?;
         let mut tools = BTreeMap::new();
-        let listed = object(
-            top.get("tools")
-                .ok_or_else(|| field_err("/tools", "is required"))?,
+        let listed = Obj::any(
+            top.required("tools", "the tools with real effects, each by name")?,
             "/tools",
+            "tools (tool name -> how it is gated)",
         )?;
-        for (name, spec) in listed {
-            let at = format!("/tools/{name}");
+        for (name, spec) in listed.map() {
+            let at = listed.at(name);
+            check_name(name, &at)?;
             tools.insert(name.clone(), Self::spec(spec, &at)?);
         }
         Ok(ToolsConfig { tools })
     }
 
     fn spec(v: &Value, at: &str) -> Result<Spec, GateError> {
-        let m = object(v, at)?;
-        only(m, &TOOL, at)?;
+        let m = Obj::strict(v, at, "a gated tool", &TOOL)?;
         let premises = match m.get("premises") {
             None => None,
             Some(p) => {
-                let pat = format!("{at}/premises");
-                let fields = strings(object(p, &pat)?.get("fields"), &format!("{pat}/fields"))?;
-                Some((mapped(p, &pat, &["fields"])?, fields))
+                let pat = m.at("premises");
+                let p = Obj::strict(p, &pat, "premises", &["tool", "arguments", "fields"])?;
+                let fields = p.names("fields", "the premise tool's answer fields to record")?;
+                Some((mapped(&p, "reads the premises")?, fields))
             }
         };
         let lookup = match m.get("lookup") {
             None => None,
             Some(l) => {
-                let lat = format!("{at}/lookup");
-                let found = string(object(l, &lat)?.get("found"), &format!("{lat}/found"))?;
-                Some((mapped(l, &lat, &["found"])?, found))
+                let lat = m.at("lookup");
+                let l = Obj::strict(l, &lat, "lookup", &["tool", "arguments", "found"])?;
+                let found = l.name("found", "the lookup answer's field that says it was found")?;
+                Some((mapped(&l, "looks the effect up")?, found))
             }
         };
         let authority = match m.get("authority") {
             None => None,
             Some(a) => {
-                let aat = format!("{at}/authority");
-                let am = object(a, &aat)?;
-                only(am, &["lease", "approval"], &aat)?;
-                if am.len() != 1 {
-                    return Err(field_err(&aat, "names one lease or one approval"));
-                }
-                for (k, x) in am {
-                    string(Some(x), &format!("{aat}/{k}"))?;
-                }
-                Some(a.clone())
+                let aat = m.at("authority");
+                Some(Self::authority(a, &aat)?.clone())
             }
         };
         let mut target_extra = Map::new();
         for k in ["timeout_ms", "dedupe_window_ms", "clock_skew_ms"] {
-            if let Some(x) = m.get(k) {
-                target_extra.insert(k.into(), json!(u64_of(x, &format!("{at}/{k}"))?));
+            if let Some(x) = m.opt_u64(k)? {
+                target_extra.insert(k.into(), json!(x));
             }
         }
         let cap = match m.get("cap") {
             None => None,
             Some(c) => {
-                let cat = format!("{at}/cap");
-                let cm = object(c, &cat)?;
-                only(cm, &["name", "limit_cents", "amount_argument"], &cat)?;
-                let limit = cm
-                    .get("limit_cents")
-                    .and_then(Value::as_u64)
-                    .ok_or_else(|| {
-                        field_err(
-                            &format!("{cat}/limit_cents"),
-                            "must be a whole number of cents",
-                        )
-                    })?;
+                let cat = m.at("cap");
+                let c = Obj::strict(c, &cat, "cap", &["name", "limit_cents", "amount_argument"])?;
                 Some((
-                    string(cm.get("name"), &format!("{cat}/name"))?,
-                    limit,
-                    string(cm.get("amount_argument"), &format!("{cat}/amount_argument"))?,
+                    c.name("name", "the cap's name")?,
+                    c.u64("limit_cents", "the most the cap lets through, in cents")?,
+                    c.name(
+                        "amount_argument",
+                        "the call's argument that is the amount in cents",
+                    )?,
                 ))
             }
         };
         if let Some(b) = m.get("bounds") {
-            object(b, &format!("{at}/bounds"))?;
+            Obj::any(b, &m.at("bounds"), "bounds (premise field -> bound)")?;
         }
         Ok(Spec {
-            key: strings(m.get("key"), &format!("{at}/key"))?,
+            key: m.names("key", "the call's arguments that identify the effect")?,
             premises,
             lookup,
-            idempotency_argument: match m.get("idempotency_argument") {
-                None => None,
-                some => Some(string(some, &format!("{at}/idempotency_argument"))?),
-            },
-            dedupes: match m.get("dedupes") {
-                None => false,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => {
-                    return Err(field_err(&format!("{at}/dedupes"), "must be true or false"))
-                }
-            },
+            idempotency_argument: m.opt_name("idempotency_argument", "")?,
+            dedupes: m.bool_or("dedupes", false)?,
             authority,
             target_extra,
             bounds: m.get("bounds").cloned(),
@@ -250,27 +193,53 @@ impl ToolsConfig {
         })
     }
 
-    /// Checks that every gated tool has authority: its own, else the host's `authority`
-    /// (`{"lease": name}` or `{"approval": id}`). A host calls it at start, so a missing
-    /// authority is refused before the first call, not at it.
-    pub fn check_authority(&self, authority: Option<&Value>) -> Result<(), GateError> {
+    /// An authority object: `{"lease": name}` or `{"approval": id}`.
+    fn authority<'v>(a: &'v Value, at: &str) -> Result<&'v Value, GateError> {
+        let am = Obj::strict(a, at, "authority", &["lease", "approval"])?;
+        if am.map().len() != 1 {
+            return Err(field_err(
+                at,
+                "names one lease ({\"lease\": \"case-4471\"}) or one approval ({\"approval\": \"apr-7\"})",
+            ));
+        }
+        for k in am.map().keys() {
+            am.name(k, "")?;
+        }
+        Ok(a)
+    }
+
+    /// Checks the host's `authority` (`{"lease": name}` or `{"approval": id}`), and, under
+    /// strict authority, that every gated tool has authority: its own, else the host's. A
+    /// host calls it at start, so a missing authority is refused before the first call,
+    /// not at it. Without strict authority a tool with neither runs under the agent's
+    /// standing lease (the gate grants it at first use).
+    pub fn check_authority(
+        &self,
+        authority: Option<&Value>,
+        strict: bool,
+    ) -> Result<Vec<String>, GateError> {
         if let Some(a) = authority {
-            let am = object(a, "/authority")?;
-            only(am, &["lease", "approval"], "/authority")?;
-            if am.len() != 1 {
-                return Err(field_err("/authority", "names one lease or one approval"));
-            }
+            Self::authority(a, "/authority")?;
         }
         match self
             .tools
             .iter()
-            .find(|(_, s)| s.authority.is_none() && authority.is_none())
+            .find(|(_, s)| strict && s.authority.is_none() && authority.is_none())
         {
             Some((tool, _)) => Err(field_err(
                 &format!("/tools/{tool}/authority"),
-                "no authority: name a lease or an approval for the tool, or give the host's",
+                "no authority, and authority is strict: name a lease or an approval for the \
+                 tool ({\"authority\": {\"lease\": \"case-4471\"}}), or give the host's \
+                 (--lease case-4471), granted first with `interlock lease grant JOURNAL \
+                 case-4471 --for 48h`",
             )),
-            None => Ok(()),
+            // The tools that run under the agent's standing lease (a host announces it).
+            None => Ok(self
+                .tools
+                .iter()
+                .filter(|(_, s)| s.authority.is_none() && authority.is_none())
+                .map(|(t, _)| t.clone())
+                .collect()),
         }
     }
 
@@ -421,17 +390,12 @@ impl ToolsConfig {
         target.insert("dedupes".into(), json!(spec.dedupes));
         target.insert("lookup".into(), json!(spec.lookup.is_some()));
         target.extend(spec.target_extra.clone());
-        let authority = spec
-            .authority
-            .clone()
-            .or_else(|| authority.cloned())
-            .ok_or_else(|| {
-                field_err(
-                    &format!("/tools/{tool}/authority"),
-                    "no authority: name a lease or an approval for the tool, or give the host's",
-                )
-            })?;
-        let mut p = json!({"agent": agent, "target": target, "key": key, "effect": effect, "authority": authority});
+        let mut p = json!({"agent": agent, "target": target, "key": key, "effect": effect});
+        // Neither the tool's nor the host's: the gate runs it under the agent's standing
+        // lease, or refuses it under strict authority.
+        if let Some(a) = spec.authority.as_ref().or(authority) {
+            p["authority"] = a.clone();
+        }
         if spec.premises.is_some() {
             let answer = premises
                 .ok_or_else(|| field_err("/premises", "the premise tool's answer is required"))?;
@@ -453,7 +417,7 @@ impl ToolsConfig {
             p["cap"] = json!({"name": name, "limit_cents": limit, "amount_cents": amount});
         }
         let text = canonical(&p);
-        Proposal::parse(&text)?;
+        Proposal::parse_input(&text)?;
         Ok(text)
     }
 
@@ -590,7 +554,23 @@ pub fn reply(tool: &str, o: &Outcome) -> ToolReply {
         .map(|c| format!("{} was {}, is now {}", c.name, c.was, c.now))
         .collect::<Vec<_>>()
         .join("; ");
-    let not_done = format!("{tool} was NOT done (effect {id}): ");
+    // "NOT done" only when the gate knows nothing was done. A refusal of a resend after a
+    // send whose fate is unknown says so: a model told "not done" would tell the customer
+    // so, or try another way (issue 23).
+    let not_done = if o.executed == Executed::Unknown {
+        format!(
+            "{tool} was not sent again (effect {id}), and it is UNKNOWN whether an earlier send \
+             of it happened: "
+        )
+    } else {
+        format!("{tool} was NOT done (effect {id}): ")
+    };
+    let unknown_tail = if o.executed == Executed::Unknown && o.state == State::Refused {
+        " Do not say it was not done, do not retry and do not do it another way: a person must \
+         check at the service and settle it."
+    } else {
+        ""
+    };
     let message = match (o.state, o.reason) {
         (State::Committed | State::Confirmed, _) if o.replayed => format!(
             "{tool} was already done by an earlier identical call; it happened once (effect {id}).{result}"
@@ -598,30 +578,40 @@ pub fn reply(tool: &str, o: &Outcome) -> ToolReply {
         (State::Committed | State::Confirmed, _) => {
             format!("{tool} done; it happened once (effect {id}).{result}")
         }
-        (State::Ambiguous, _) => format!(
-            "It is UNKNOWN whether {tool} happened (effect {id}): the send's reply was lost and the service can neither dedupe a retry nor be looked up{}. Do not retry and do not do it another way: a person must check at the service and settle it.",
-            if o.reason == Some(Reason::DedupeWindowPassed) { " within its dedupe window" } else { "" }
+        (State::Ambiguous, reason) => format!(
+            "It is UNKNOWN whether {tool} happened (effect {id}): {}. Do not retry and do not do it another way: a person must check at the service and settle it.",
+            match reason {
+                Some(Reason::DedupeWindowPassed) => "the send's reply was lost and the service can neither dedupe a retry within its dedupe window nor be looked up",
+                Some(Reason::TargetRejected) => "an earlier send's reply was lost, and the service refused the retry",
+                _ => "the send's reply was lost and the service can neither dedupe a retry nor be looked up",
+            }
+        ),
+        (_, Some(Reason::PremiseChanged)) if o.executed == Executed::Unknown => format!(
+            "{not_done}what the decision rested on changed since ({changed}), which may be that send itself landing.{unknown_tail}"
         ),
         (_, Some(Reason::PremiseChanged)) => format!(
             "{not_done}what the decision rested on changed: {changed}. Re-read the facts and decide again; do not repeat the same call."
         ),
         (_, Some(Reason::ApprovalStale)) => format!(
-            "{not_done}the facts the approver saw changed ({changed}); it goes back to {} to approve again.",
+            "{not_done}the facts the approver saw changed ({changed}); it goes back to {} to approve again.{unknown_tail}",
             o.return_to.as_deref().unwrap_or("the approver")
         ),
         (_, Some(Reason::ConflictingPayload)) => format!(
             "{not_done}an earlier call with the same key had other arguments, and that decision stands. If a different effect is meant, ask a person; do not retry with these arguments."
         ),
-        (_, Some(r @ (Reason::LeaseMissing | Reason::LeaseExpired | Reason::LeaseRevoked | Reason::NotAllowed))) => format!(
-            "{not_done}the agent is no longer allowed ({}). Ask the person who grants this authority; do not retry.",
+        (_, Some(Reason::LeaseMissing)) => format!(
+            "{not_done}its lease was never granted in this journal (lease_missing). Ask the operator to grant it (interlock lease grant JOURNAL LEASE --for 48h), or run without naming a lease to use the agent's standing lease; do not retry until then.{unknown_tail}"
+        ),
+        (_, Some(r @ (Reason::LeaseExpired | Reason::LeaseRevoked | Reason::NotAllowed))) => format!(
+            "{not_done}the agent is no longer allowed ({}). Ask the person who grants this authority; do not retry.{unknown_tail}",
             r.as_str()
         ),
         (_, Some(r @ (Reason::ApprovalMissing | Reason::ApprovalExpired | Reason::ApprovalRevoked))) => format!(
-            "{not_done}its approval does not hold ({}). Ask the approver for a new approval; do not retry.",
+            "{not_done}its approval does not hold ({}). Ask the approver for a new approval; do not retry.{unknown_tail}",
             r.as_str()
         ),
         (_, Some(Reason::CapExceeded)) => format!(
-            "{not_done}it would exceed a shared spending cap. Ask a person to raise the cap or decide; do not retry."
+            "{not_done}it would exceed a shared spending cap. Ask a person to raise the cap or decide; do not retry.{unknown_tail}"
         ),
         (_, Some(Reason::TargetRejected)) => {
             format!("{not_done}the service refused it and applied nothing.{result}")
@@ -632,7 +622,7 @@ pub fn reply(tool: &str, o: &Outcome) -> ToolReply {
             o.retry_after_ms.map(|ms| format!(" after {ms} ms")).unwrap_or_default()
         ),
         (_, reason) => format!(
-            "{not_done}{}.",
+            "{not_done}{}.{unknown_tail}",
             reason.map(Reason::as_str).unwrap_or("refused")
         ),
     };
@@ -716,11 +706,15 @@ pub mod text {
             .map(call))
     }
 
-    pub fn check_authority(config: &str, authority: Option<&str>) -> Result<(), GateError> {
+    pub fn check_authority(
+        config: &str,
+        authority: Option<&str>,
+        strict: bool,
+    ) -> Result<Vec<String>, GateError> {
         let authority = authority
             .map(|a| parse_input(a, "/authority"))
             .transpose()?;
-        ToolsConfig::parse(config)?.check_authority(authority.as_ref())
+        ToolsConfig::parse(config)?.check_authority(authority.as_ref(), strict)
     }
 
     pub fn check_tools(config: &str, available: &[String]) -> Result<(), GateError> {
@@ -912,12 +906,13 @@ mod tests {
             pointer(c.send_call("get_order", &args, "k").unwrap_err()),
             "/tool"
         );
-        // No authority anywhere: never a silent default.
+        // No authority anywhere: the proposal names none (the gate decides: the agent's
+        // standing lease, or a refusal under strict authority).
         let bare = ToolsConfig::parse(r#"{"tools": {"t": {"key": ["a"]}}}"#).unwrap();
-        let e = bare
+        let p = bare
             .proposal("t", &json!({"a": 1}), None, "agent", None)
-            .unwrap_err();
-        assert_eq!(pointer(e), "/tools/t/authority");
+            .unwrap();
+        assert!(!p.contains("authority"), "{p}");
         let p = bare
             .proposal(
                 "t",
@@ -1020,22 +1015,72 @@ mod tests {
     }
 
     #[test]
-    fn every_gated_tool_needs_authority_its_own_or_the_hosts() {
+    fn a_tool_without_authority_runs_standing_unless_authority_is_strict() {
         let bare = r#"{"tools": {"create_refund": {"key": ["order_id"]}}}"#;
         let c = ToolsConfig::parse(bare).unwrap();
+        assert_eq!(c.check_authority(None, false).unwrap(), ["create_refund"]);
         assert_eq!(
-            pointer(c.check_authority(None).unwrap_err()),
+            pointer(c.check_authority(None, true).unwrap_err()),
             "/tools/create_refund/authority"
         );
-        c.check_authority(Some(&json!({"lease": "L"}))).unwrap();
+        assert!(c
+            .check_authority(Some(&json!({"lease": "L"})), true)
+            .unwrap()
+            .is_empty());
+        for (bad, at) in [
+            (json!({"lease": "L", "approval": "A"}), "/authority"),
+            (json!({"leese": "L"}), "/authority/leese"),
+            (json!({}), "/authority"),
+        ] {
+            assert_eq!(
+                pointer(c.check_authority(Some(&bad), false).unwrap_err()),
+                at
+            );
+        }
+        assert!(config().check_authority(None, true).unwrap().is_empty());
+        // No authority anywhere: the proposal names none, and the gate decides.
+        let p: Value = serde_json::from_str(
+            &c.proposal(
+                "create_refund",
+                &json!({"order_id": "881"}),
+                None,
+                "a",
+                None,
+            )
+            .unwrap(),
+        )
+        .unwrap();
+        assert!(p.get("authority").is_none());
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_at_every_depth() {
+        let at = |text: &str| pointer(ToolsConfig::parse(text).unwrap_err());
+        let tool = |inner: &str| format!(r#"{{"tools": {{"t": {{"key": ["k"], {inner}}}}}}}"#);
+        assert_eq!(at(&tool(r#""dedupe": true"#)), "/tools/t/dedupe");
         assert_eq!(
-            pointer(
-                c.check_authority(Some(&json!({"lease": "L", "approval": "A"})))
-                    .unwrap_err()
-            ),
-            "/authority"
+            at(&tool(r#""authority": {"leese": "L"}"#)),
+            "/tools/t/authority/leese"
         );
-        config().check_authority(None).unwrap();
+        assert_eq!(
+            at(&tool(
+                r#""cap": {"name": "c", "limit": 1, "amount_argument": "a"}"#
+            )),
+            "/tools/t/cap/limit"
+        );
+        assert_eq!(
+            at(&tool(
+                r#""lookup": {"tool": "f", "found": "found", "argument": {}}"#
+            )),
+            "/tools/t/lookup/argument"
+        );
+        assert_eq!(
+            at(&tool(
+                r#""premises": {"tool": "g", "fields": ["x"], "field": ["y"]}"#
+            )),
+            "/tools/t/premises/field"
+        );
+        assert_eq!(at(r#"{"tools": {}, "journal": "x"}"#), "/journal");
     }
 
     #[test]
@@ -1077,5 +1122,39 @@ mod tests {
         o.state = State::Ambiguous;
         o.reason = Some(Reason::NoDedupeNoLookup);
         assert!(reply("create_refund", &o).message.contains("UNKNOWN"));
+    }
+
+    #[test]
+    fn a_refusal_after_a_send_of_unknown_fate_never_says_not_done() {
+        let change = crate::types::PremiseChange {
+            name: "refunded_total".into(),
+            was: "0".into(),
+            now: "2000".into(),
+        };
+        for reason in [
+            Reason::PremiseChanged,
+            Reason::LeaseRevoked,
+            Reason::LeaseMissing,
+            Reason::ApprovalStale,
+            Reason::ApprovalRevoked,
+            Reason::CapExceeded,
+            Reason::NotAllowed,
+        ] {
+            let o = Outcome {
+                effect_id: "e1".into(),
+                state: State::Refused,
+                reason: Some(reason),
+                executed: Executed::Unknown,
+                result: None,
+                changed: alloc::vec![change.clone()],
+                return_to: None,
+                replayed: true,
+                retry_after_ms: None,
+            };
+            let m = reply("create_refund", &o).message;
+            assert!(!m.contains("NOT done"), "{m}");
+            assert!(m.contains("UNKNOWN whether an earlier send"), "{m}");
+            assert!(m.contains("a person must check"), "{m}");
+        }
     }
 }

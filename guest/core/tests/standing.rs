@@ -97,3 +97,79 @@ fn the_send_timeout_is_the_recorded_proposals_with_the_default_filled_in() {
         Err(GateError::UnknownEffect(_))
     ));
 }
+
+/// A proposal that names no authority (the original's decorator and its MCP config do not).
+fn unnamed() -> String {
+    let mut p: Value = serde_json::from_str(&proposal("x", None)).unwrap();
+    p.as_object_mut().unwrap().remove("authority");
+    p.to_string()
+}
+
+#[test]
+fn a_proposal_naming_no_authority_runs_under_the_standing_lease_granted_at_first_use() {
+    let (mut gate, mut j) = (Gate::new(), MemJournal::new());
+    let step = gate.submit(&mut j, T0, &unnamed()).unwrap();
+    let Ask::Apply { .. } = step.ask else {
+        panic!("expected a send, got {:?}", step.ask)
+    };
+    // Granted, recorded, once; and the recorded proposal names it.
+    let grants = lease_entries(&mut j, "refund-agent-standing");
+    assert_eq!(grants.len(), 1);
+    assert_eq!(grants[0]["state"], "GRANTED");
+    let done = gate
+        .resume(&mut j, T0, step.op, Reply::Applied("{}".into()))
+        .unwrap();
+    let Ask::Done(o) = done.ask else { panic!() };
+    assert_eq!(o.state, State::Committed);
+    let receipt: Value =
+        serde_json::from_str(&gate.receipt(&mut j, &o.effect_id, None).unwrap()).unwrap();
+    assert_eq!(
+        receipt["proposed"]["authority"],
+        json!({"lease": "refund-agent-standing"})
+    );
+    // A second effect: nothing more granted.
+    let other = unnamed().replace("order_881", "order_882");
+    let step = gate.submit(&mut j, T0 + 1, &other).unwrap();
+    gate.cancel(step.op);
+    assert_eq!(lease_entries(&mut j, "refund-agent-standing").len(), 1);
+}
+
+#[test]
+fn strict_authority_refuses_a_proposal_naming_none_and_records_nothing() {
+    let (mut gate, mut j) = (Gate::new(), MemJournal::new());
+    gate.set_strict_authority(true);
+    match gate.submit(&mut j, T0, &unnamed()) {
+        Err(GateError::InvalidField { field, problem }) => {
+            assert_eq!(field, "/authority");
+            assert!(problem.contains("interlock lease grant"), "{problem}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    assert!(j.streams().unwrap().is_empty());
+}
+
+#[test]
+fn a_revoked_standing_lease_refuses_what_names_no_authority() {
+    let (mut gate, mut j) = (Gate::new(), MemJournal::new());
+    let name = gate
+        .grant_standing_lease(&mut j, T0, "refund-agent")
+        .unwrap();
+    gate.revoke_lease(&mut j, T0 + 1, &name).unwrap();
+    let step = gate.submit(&mut j, T0 + 2, &unnamed()).unwrap();
+    let Ask::Done(o) = step.ask else {
+        panic!("expected a refusal, got {:?}", step.ask)
+    };
+    assert_eq!(o.state, State::Refused);
+    assert_eq!(lease_entries(&mut j, &name).len(), 2);
+}
+
+#[test]
+fn a_bad_proposal_naming_no_authority_grants_nothing() {
+    let (mut gate, mut j) = (Gate::new(), MemJournal::new());
+    let bad = unnamed().replace("\"dedupes\":true", "\"dedupes\":true,\"dedupe\":true");
+    assert!(matches!(
+        gate.submit(&mut j, T0, &bad),
+        Err(GateError::InvalidField { .. })
+    ));
+    assert!(j.streams().unwrap().is_empty());
+}

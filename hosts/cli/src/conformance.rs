@@ -293,6 +293,17 @@ impl imported::Host for Driver {
     ) -> wasmtime::Result<Result<String, imported::GateError>> {
         Err(not_imported("grant-standing-lease"))
     }
+    fn set_strict_authority(&mut self, strict: bool) -> wasmtime::Result<()> {
+        self.worker()?
+            .set_strict_authority(strict)
+            .map_err(|e| wasmtime::Error::msg(e.to_string()))
+    }
+    fn standing_notice(
+        &mut self,
+        _: String,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        Err(not_imported("standing-notice"))
+    }
 }
 
 /// The gate's tool mapping (`interlock:gate/tools`), forwarded as `gate` is: to the current
@@ -308,12 +319,13 @@ impl imported_tools::Host for Driver {
         &mut self,
         config: String,
         authority: Option<String>,
-    ) -> wasmtime::Result<Result<(), imported::GateError>> {
+        strict: bool,
+    ) -> wasmtime::Result<Result<Vec<String>, imported::GateError>> {
         let r = self
             .worker()?
             .tools()
-            .check_authority(&config, authority.as_deref());
-        forward(r, |()| ())
+            .check_authority(&config, authority.as_deref(), strict);
+        forward(r, |v| v)
     }
     fn check_tools(
         &mut self,

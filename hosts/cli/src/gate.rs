@@ -379,6 +379,21 @@ impl GateHost {
         Ok(())
     }
 
+    /// Strict authority: a proposal naming no lease or approval is refused instead of
+    /// running under its agent's standing lease (`gate.set-strict-authority`).
+    pub fn set_strict_authority(&mut self, strict: bool) -> Result<(), Error> {
+        let api = self.api().clone();
+        api.call_set_strict_authority(&mut self.store, strict)
+            .map_err(trap)
+    }
+
+    /// The line to print once at start when effects of `agent` may run under its standing
+    /// lease.
+    pub fn standing_notice(&mut self, agent: &str) -> Result<String, Error> {
+        let api = self.api().clone();
+        gate(api.call_standing_notice(&mut self.store, agent))
+    }
+
     /// How long a send of `effect` may take (its recorded `target.timeout_ms`, the default
     /// filled in): a host that performs the send waits no longer.
     pub fn send_timeout_ms(&mut self, effect: &str) -> Result<u64, Error> {
@@ -499,13 +514,20 @@ impl Tools<'_> {
         ))
     }
 
-    /// Whether every gated tool has authority (its own, else `authority`, the host's).
-    pub fn check_authority(&mut self, config: &str, authority: Option<&str>) -> Result<(), Error> {
+    /// Checks the host's `authority` and (under strict authority) that every gated tool has
+    /// authority; the tools that will run under the agent's standing lease.
+    pub fn check_authority(
+        &mut self,
+        config: &str,
+        authority: Option<&str>,
+        strict: bool,
+    ) -> Result<Vec<String>, Error> {
         let api = self.api();
         gate(api.call_check_authority(
             &mut self.host.store,
             &config.to_owned(),
             authority.map(str::to_owned).as_ref(),
+            strict,
         ))
     }
 

@@ -119,7 +119,9 @@ The API is docs/http-api.yaml, the Worker's (hosts/edge): every request carries
 subfolder of the folder given (or one shared journal's URL, served as --name). The
 component (dist/interlock_http.wasm, world http-gate) decides everything; it reads its
 settings from the environment this passes it: INTERLOCK_TOKEN (required), INTERLOCK_TARGETS
-(or --targets FILE: the HTTP targets it performs itself) and INTERLOCK_RECEIPT_KEY.
+(or --targets FILE: the HTTP targets it performs itself), INTERLOCK_RECEIPT_KEY and
+INTERLOCK_STRICT_AUTHORITY (1: a proposal naming no lease or approval is refused; by default
+it runs under its agent's standing lease).
 
 Prints `listening on http://HOST:PORT` once it accepts requests. Exit codes: 2 a missing
 token, bad targets or a component that does not load.";
@@ -246,9 +248,15 @@ enum Cmd {
         #[arg(long, default_value = "mcp-proxy")]
         agent: String,
         /// The lease gated calls are made under when their tool's configuration names no
-        /// authority (grant it with `interlock lease grant`).
+        /// authority (grant it first: `interlock lease grant JOURNAL NAME --for 48h`).
+        /// Without it (and without --strict) such calls run under the agent's standing
+        /// lease, granted and recorded at first use; the proxy says so on stderr at start.
         #[arg(long, value_name = "NAME")]
         lease: Option<String>,
+        /// Strict authority: refuse to start when a gated tool names no authority and no
+        /// --lease is given, instead of running it under the agent's standing lease.
+        #[arg(long)]
+        strict: bool,
         /// The journal (a folder or a shared journal's URL) [default: the configuration's
         /// `journal_dir`, else .interlock/mcp].
         #[arg(long, value_name = "DIR|URL")]
@@ -515,6 +523,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             upstream,
             agent,
             lease,
+            strict,
             journal,
             command,
         } => mcp_proxy(
@@ -528,6 +537,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
                 command,
                 agent,
                 lease,
+                strict,
             },
         ),
     }
@@ -557,8 +567,9 @@ fn mcp_proxy(
         None => mcp_proxy::journal_dir(&options.config)?,
     };
     if !is_journal_url(&dir) {
-        // The proxy's own journal: made on first start, like the original's journal_dir.
-        std::fs::create_dir_all(&dir)
+        // The proxy's own journal: made on first start, like the original's journal_dir
+        // (owner-only, as every journal folder).
+        make_journal_dir(&dir)
             .with_context(|| format!("cannot make the journal folder {}", dir.display()))?;
     }
     mcp_proxy::run(ctx.gate(&dir)?, options)?;
@@ -576,6 +587,7 @@ fn serve(
         "INTERLOCK_TOKEN",
         "INTERLOCK_TARGETS",
         "INTERLOCK_RECEIPT_KEY",
+        "INTERLOCK_STRICT_AUTHORITY",
     ]
     .into_iter()
     .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
@@ -928,7 +940,7 @@ fn lease_grant(ctx: &Ctx, dir: &Path, name: &str, until: &Until) -> Result<u8, F
         )?
         .grant_lease(name, expires_at_ms)
         .map_err(|e| Failure::from(e).context("cannot grant the lease"))?;
-        std::fs::create_dir(dir).map_err(|e| {
+        make_journal_dir(dir).map_err(|e| {
             Failure::from(e).context(format!(
                 "cannot create the journal folder {}",
                 dir.display()
@@ -1242,16 +1254,21 @@ fn fresh_demo_dir(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Makes `dir` and its missing parents readable by their owner only (0700), as journal
-/// folders are: the demo's folder holds a journal, a proposal and a payments state. An
-/// existing `dir` is made owner-only too.
-fn owner_only_dir(dir: &Path) -> Result<()> {
+/// Makes a journal folder that is missing, and its missing parents (`.interlock/mcp`),
+/// owner-only (0700) as every journal folder is; an existing one is left as it is.
+fn make_journal_dir(dir: &Path) -> std::io::Result<()> {
     let mut b = std::fs::DirBuilder::new();
     b.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
     b.create(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
+}
+
+/// Makes `dir` and its missing parents readable by their owner only (0700), as journal
+/// folders are: the demo's folder holds a journal, a proposal and a payments state. An
+/// existing `dir` is made owner-only too.
+fn owner_only_dir(dir: &Path) -> Result<()> {
+    make_journal_dir(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

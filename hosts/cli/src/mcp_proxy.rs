@@ -54,6 +54,9 @@ pub struct Options {
     pub agent: String,
     /// The host's authority for tools whose configuration names none: `{"lease": NAME}`.
     pub lease: Option<String>,
+    /// Strict authority: a gated tool with no authority of its own and no `--lease` is
+    /// refused at start, instead of running under the agent's standing lease.
+    pub strict: bool,
 }
 
 /// The journal the configuration names (`journal_dir`), or the default.
@@ -67,16 +70,27 @@ pub fn journal_dir(config: &str) -> Result<PathBuf> {
 }
 
 /// The gated tools of a configuration, each with the authority it will be proposed under:
-/// a tool with none and no `--lease` is refused here, at start (never a silent default).
-pub fn check(gate: &mut GateHost, options: &Options) -> Result<BTreeSet<String>, GateError> {
+/// its own, else `--lease`, else the agent's standing lease; and the gated tools that run
+/// under that standing lease. Under `--strict` a tool with no authority is refused here.
+pub fn check(
+    gate: &mut GateHost,
+    options: &Options,
+) -> Result<(BTreeSet<String>, Vec<String>), GateError> {
+    gate.set_strict_authority(options.strict)
+        .map_err(gate_error)?;
     let gated = gate
         .tools()
         .check_config(&options.config)
         .map_err(gate_error)?;
-    gate.tools()
-        .check_authority(&options.config, authority(options).as_deref())
+    let standing = gate
+        .tools()
+        .check_authority(
+            &options.config,
+            authority(options).as_deref(),
+            options.strict,
+        )
         .map_err(gate_error)?;
-    Ok(gated.into_iter().collect())
+    Ok((gated.into_iter().collect(), standing))
 }
 
 /// The host's authority (`--lease`), as a proposal names it.
@@ -435,7 +449,14 @@ pub fn run(gate: GateHost, options: Options) -> Result<()> {
 }
 
 async fn serve(mut gate: GateHost, options: Options) -> Result<()> {
-    let gated = check(&mut gate, &options).map_err(|e| anyhow!("{}", describe(&e)))?;
+    let (gated, standing) = check(&mut gate, &options).map_err(|e| anyhow!("{}", describe(&e)))?;
+    if !standing.is_empty() {
+        // Visible, never silent; on stderr, since stdout may be the MCP channel.
+        let notice = gate
+            .standing_notice(&options.agent)
+            .map_err(|e| anyhow!("{e}"))?;
+        eprintln!("{notice}");
+    }
     let routes: Vec<String> = gated.iter().cloned().collect();
     gate.set_routes(&routes).map_err(|e| anyhow!("{e}"))?;
     let upstream = connect(&options).await?;

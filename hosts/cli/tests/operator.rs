@@ -229,11 +229,28 @@ fn a_grant_the_gate_refuses_creates_nothing() {
     assert!(e["problem"].as_str().is_some(), "{e}");
     assert!(!dir.exists());
 
-    // The parent must exist: a typo deeper up does not become a tree of folders.
-    let deep = tmp.path().join("typo/j");
-    let out = interlock(&["--json", "lease", "grant", s(&deep), LEASE, "--for", "1h"]);
-    json_error(&out, 2, "not_found");
-    assert!(!tmp.path().join("typo").exists());
+    // A refused grant makes no parent folders either.
+    let deep = tmp.path().join("refused/j");
+    let out = interlock(&["--json", "lease", "grant", s(&deep), "", "--for", "1h"]);
+    json_error(&out, 2, "invalid_field");
+    assert!(!tmp.path().join("refused").exists());
+}
+
+#[test]
+fn a_grant_makes_the_journal_folder_and_its_parents_owner_only() {
+    // The README's proxy quickstart grants into `.interlock/mcp` before anything made
+    // `.interlock` (issue 23: this once failed with "No such file or directory").
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let deep = tmp.path().join(".interlock/mcp");
+    let out = interlock(&["lease", "grant", s(&deep), LEASE, "--for", "48h"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for d in [tmp.path().join(".interlock"), deep.clone()] {
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "{} is {mode:o}", d.display());
+    }
+    let out = interlock(&["verify", s(&deep)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
 }
 
 #[test]

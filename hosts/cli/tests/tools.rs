@@ -115,8 +115,10 @@ fn bad_input_is_invalid_field_at_its_pointer_across_the_boundary() {
         )
         .unwrap_err();
     assert_eq!(field(e), "/premises/refunded_total");
-    // No authority in the config nor from the host: refused, never a silent default.
-    let e = gate
+    // No authority in the config nor from the host: the proposal names none (the gate
+    // runs it under the agent's standing lease), and the start check says which tools
+    // will, or refuses them under strict authority.
+    let p = gate
         .tools()
         .proposal(
             CONFIG,
@@ -126,6 +128,15 @@ fn bad_input_is_invalid_field_at_its_pointer_across_the_boundary() {
             "agent",
             None,
         )
+        .unwrap();
+    assert!(!p.contains("authority"), "{p}");
+    assert_eq!(
+        gate.tools().check_authority(CONFIG, None, false).unwrap(),
+        ["create_refund"]
+    );
+    let e = gate
+        .tools()
+        .check_authority(CONFIG, None, true)
         .unwrap_err();
     assert_eq!(field(e), "/tools/create_refund/authority");
     assert!(matches!(

@@ -22,12 +22,12 @@ import { JournalError } from '../../node/src/errors.js';
 import { gateComponent } from './load-workerd.js';
 
 /**
- * @typedef {{ INTERLOCK_TOKEN?: string, INTERLOCK_TARGETS?: string, INTERLOCK_RECEIPT_KEY?: string,
+ * @typedef {{ INTERLOCK_TOKEN?: string, INTERLOCK_TARGETS?: string, INTERLOCK_RECEIPT_KEY?: string, INTERLOCK_STRICT_AUTHORITY?: string,
  *   INTERLOCK_EXPLICIT_SYNC?: string, JOURNALS: any }} Env
  */
 
 /** The settings the component's http-api takes, from the Worker's bindings. */
-const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY'];
+const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY', 'INTERLOCK_STRICT_AUTHORITY'];
 
 /**
  * The component's `http-api` over `journal`, configured from the Worker's bindings (wrong

@@ -12,7 +12,16 @@ use crate::canon::{canonical, effect_id_for, sha256_hex};
 use crate::defaults;
 use crate::fields;
 use crate::journal::{Journal, JournalError};
-use crate::proposal::{self, field_err, object, parse_input};
+use crate::proposal::{self, field_err, parse_input};
+use crate::schema::Obj;
+
+const APPROVAL_FIELDS: &[&str] = &[
+    "approval",
+    "approver",
+    "request",
+    "premises_seen",
+    "expires_at_ms",
+];
 use crate::types::GateError;
 
 impl Gate {
@@ -51,8 +60,8 @@ impl Gate {
 
     /// Grants `agent`'s standing lease (`<agent>-standing`, for `STANDING_LEASE_MS`) if it
     /// was never granted, and returns its name. Only ever granted once: a standing lease
-    /// that was revoked (or ran out) stays so, and the call then writes nothing. A host
-    /// calls this only when its caller asked for standing authority, never by default.
+    /// that was revoked (or ran out) stays so, and the call then writes nothing. `submit`
+    /// calls it for a proposal that names no authority (unless authority is strict).
     pub fn grant_standing_lease(
         &mut self,
         j: &mut dyn Journal,
@@ -91,28 +100,34 @@ impl Gate {
         approval: &str,
     ) -> Result<(), GateError> {
         let v = parse_input(approval, "")?;
-        let m = object(&v, "")?;
-        let id = proposal::name(m.get("approval"), "/approval")?;
-        let approver = proposal::name(m.get("approver"), "/approver")?;
-        let request = object(
-            m.get("request")
-                .ok_or_else(|| field_err("/request", "is required"))?,
+        let m = Obj::strict(&v, "", "an approval", APPROVAL_FIELDS)?;
+        let id = m.name("approval", "the approval's id, which a proposal names")?;
+        let approver = m.name("approver", "who approves")?;
+        let request = Obj::strict(
+            m.required("request", "the approved request ({\"key\", \"effect\"})")?,
             "/request",
+            "the approved request",
+            &["key", "effect"],
         )?;
-        let effect = request
-            .get("effect")
-            .ok_or_else(|| field_err("/request/effect", "is required"))?;
-        object(effect, "/request/effect")?;
-        let effect_id = effect_id_for(request.get("key").filter(|k| !k.is_null()), effect);
+        let effect = request.required(
+            "effect",
+            "the approved effect, as the proposal will give it",
+        )?;
+        Obj::any(effect, "/request/effect", "the approved effect")?;
+        let effect_id = effect_id_for(request.get_some("key"), effect);
         let seen = match m.get("premises_seen") {
             None => Value::Object(Map::new()),
-            Some(p) => Value::Object(object(p, "/premises_seen")?.clone()),
+            Some(p) => Value::Object(
+                Obj::any(p, "/premises_seen", "the premises the approver saw")?
+                    .map()
+                    .clone(),
+            ),
         };
         // The approved effect itself, not only its id: the id comes from the key, and an
         // approval of $20 must not authorize $30 under the same key.
         let effect_sha256 = sha256_hex(canonical(effect).as_bytes());
         let mut f = fields!("approval" => id.clone(), "approver" => approver, "effect_id" => effect_id, "effect_sha256" => effect_sha256, "premises_seen" => seen);
-        if let Some(x) = proposal::opt_u64(m, "expires_at_ms", "/expires_at_ms")? {
+        if let Some(x) = m.opt_u64("expires_at_ms")? {
             f.insert("expires_at_ms".into(), x.into());
         }
         let name = approval_stream(&id);

@@ -21,8 +21,9 @@ use crate::canon::canonical;
 use crate::entry::Stream;
 use crate::fields;
 use crate::journal::Journal;
-use crate::proposal::{check_effect_id, object, parse_input, parse_json, Proposal};
+use crate::proposal::{check_effect_id, parse_input, parse_json, Proposal};
 use crate::recovery::{Lookup, Recheck};
+use crate::schema::Obj;
 use crate::types::*;
 
 mod advance;
@@ -52,6 +53,9 @@ pub struct Gate {
     streams: BTreeMap<String, Stream>,
     /// The targets the host can perform steps for; `None` until it says (every target).
     routes: Option<BTreeSet<String>>,
+    /// Strict authority: a proposal must name its lease or approval. Otherwise one that
+    /// names none runs under its agent's standing lease, granted (recorded) at first use.
+    strict: bool,
 }
 
 impl Gate {
@@ -71,12 +75,28 @@ impl Gate {
         self.routes = Some(targets.into_iter().collect());
     }
 
+    /// Strict authority (`true`): a proposal that names no lease or approval is refused
+    /// (`invalid-field` at `/authority`), as deployments that want named authority only
+    /// ask. Off by default: such a proposal runs under its agent's standing lease.
+    pub fn set_strict_authority(&mut self, strict: bool) {
+        self.strict = strict;
+    }
+
+    pub fn strict_authority(&self) -> bool {
+        self.strict
+    }
+
     fn routes(&self, target: &str) -> bool {
         self.routes.as_ref().is_none_or(|r| r.contains(target))
     }
 
     pub fn effect_id_of(&self, proposal: &str) -> Result<String, GateError> {
-        Ok(Proposal::parse(proposal)?.effect_id())
+        // Under strict authority a proposal naming none is refused here too, before a host
+        // reads premises for it.
+        match Proposal::parse_input(proposal)? {
+            (_, true) if self.strict => Err(crate::proposal::authority_required()),
+            (p, _) => Ok(p.effect_id()),
+        }
     }
 
     /// How long the host waits on a send of `effect_id` before answering `unknown`: the
@@ -100,7 +120,10 @@ impl Gate {
         now_ms: u64,
         proposal: &str,
     ) -> Result<Step, GateError> {
-        let p = Proposal::parse(proposal)?;
+        let (p, standing) = Proposal::parse_input(proposal)?;
+        if standing && self.strict {
+            return Err(crate::proposal::authority_required());
+        }
         let id = p.effect_id();
         let stream = self.load(j, &effect_stream(&id))?;
         let op = self.take_op_id();
@@ -122,6 +145,11 @@ impl Gate {
             }
             // Left open by a crash: this submit recovers it, under the recorded decision.
             return self.start(j, now_ms, op, Ctx::new(id, recorded, stream));
+        }
+        if standing {
+            // Named no authority: the agent's standing lease, granted (durably) at its first
+            // use and never again, so a revoked one stays revoked and the effect is refused.
+            self.grant_standing_lease(j, now_ms, &p.agent)?;
         }
         self.start(j, now_ms, op, Ctx::new(id, p, stream))
     }
@@ -203,9 +231,9 @@ impl Gate {
         };
         match (waiting, reply) {
             (Waiting::Capture, Reply::Captured(text)) => {
-                let fresh = match parse_input(&text, "/captured")
-                    .and_then(|v| object(&v, "/captured").cloned())
-                {
+                let fresh = match parse_input(&text, "/captured").and_then(|v| {
+                    Obj::any(&v, "/captured", "captured premises").map(|o| o.map().clone())
+                }) {
                     Ok(m) => m,
                     Err(e) => {
                         self.ops.insert(op, Op { ctx, waiting });

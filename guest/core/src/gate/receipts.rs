@@ -12,8 +12,9 @@ use crate::canon::canonical;
 use crate::entry::Stream;
 use crate::fields;
 use crate::journal::Journal;
-use crate::proposal::{self, check_effect_id, field_err, parse_json};
+use crate::proposal::{check_effect_id, field_err, parse_json};
 use crate::receipt::{self, VerifyReport};
+use crate::schema::Obj;
 use crate::types::{GateError, Outcome, State};
 
 impl Gate {
@@ -84,7 +85,7 @@ impl Gate {
         key: &[u8],
     ) -> Result<VerifyReport, GateError> {
         let r = parse_json(receipt_text)?;
-        let stream = proposal::name(r.get("stream"), "/stream")?;
+        let stream = Obj::any(&r, "", "a receipt")?.name("stream", "the receipt's stream")?;
         let mut report = receipt::verify_all(j, core::slice::from_ref(&r))?;
         report.problems.retain(|p| p.stream == stream);
         if !receipt::signature_holds(&r, key) {

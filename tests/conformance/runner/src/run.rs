@@ -78,6 +78,8 @@ struct Run {
     claim_wait: Option<(u64, u64)>,
     /// The host's authority for gated tools whose configuration names none.
     host_authority: Option<Value>,
+    /// Strict authority (`strict` op): every gate instance from here on is told so.
+    strict: bool,
 }
 
 fn gate_error_case(e: &GateError) -> &'static str {
@@ -204,6 +206,10 @@ impl Run {
         let w = driver::new_worker();
         note(json!({"kind": "worker", "worker": w}));
         gate::set_routes(&self.world.routes());
+        if self.strict {
+            self.call("setStrictAuthority", json!([true]));
+            gate::set_strict_authority(true);
+        }
         self.worker = Some(w);
         w
     }
@@ -551,6 +557,9 @@ impl Run {
         if step.get("host_check") == Some(&Value::Bool(true)) {
             authority["host_check"] = json!(true);
         }
+        // `standing`: the proposal names no authority (the agent's standing lease, granted by
+        // the gate at first use; refused under strict authority).
+        let standing = step.get("standing") == Some(&Value::Bool(true));
         let mut p = json!({
             "agent": "refund-agent",
             "target": {"name": PAYMENTS, "dedupes": self.dedupes, "lookup": self.lookup,
@@ -564,6 +573,9 @@ impl Run {
             if let Some(v) = step.get(extra) {
                 p[extra] = v.clone();
             }
+        }
+        if standing {
+            p.as_object_mut().expect("an object").remove("authority");
         }
         let task = Task {
             proposal: p,
@@ -654,9 +666,17 @@ impl Run {
             "advance" => driver::advance_ms(u64_field(step, "ms")?),
             "fail_reads" => self.world.failing_reads = u64_field(step, "count")?,
             "fail_checks" => self.world.failing_checks = u64_field(step, "count")?,
+            "strict" => {
+                self.strict = step.get("on") != Some(&Value::Bool(false));
+                if self.worker.is_some() {
+                    self.call("setStrictAuthority", json!([self.strict]));
+                    gate::set_strict_authority(self.strict);
+                }
+            }
             "submit_raw" => {
                 let before = self.journal_sha256();
                 let want = str_field(step, "expect_error")?;
+                let want_field = step.get("expect_field").and_then(Value::as_str);
                 let text = match (step.get("text"), step.get("repeat")) {
                     (Some(Value::String(t)), None) => t.clone(),
                     (Some(Value::String(t)), Some(n)) => {
@@ -665,6 +685,14 @@ impl Run {
                     _ => return Err("submit_raw needs a text".into()),
                 };
                 match self.submit_step(&text) {
+                    Err(GateError::InvalidField(f))
+                        if want == "invalid-field" && want_field.is_some_and(|w| w != f.field) =>
+                    {
+                        self.failures.push(format!(
+                            "submit_raw: expected invalid-field at {want_field:?}, got it at {:?}",
+                            f.field
+                        ))
+                    }
                     Err(e) if gate_error_case(&e) == want => {}
                     other => self
                         .failures
@@ -786,6 +814,7 @@ pub fn run(v: &Vector, pins: &BTreeMap<String, String>, options: &Options) -> Re
         failures: Vec::new(),
         claim_wait: None,
         host_authority: v.host_authority.clone(),
+        strict: false,
     };
     run.host();
     if let Some(config) = &v.config {

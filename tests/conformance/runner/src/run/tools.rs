@@ -379,8 +379,10 @@ impl Run {
         let authority = step
             .get("authority")
             .map(|a| (!a.is_null()).then(|| a.to_string()));
+        // `strict`: checked as a host with strict authority checks it.
+        let strict = step.get("strict") == Some(&Value::Bool(true)) || self.strict;
         let checked = gt::check_config(&config).and_then(|gated| match &authority {
-            Some(a) => gt::check_authority(&config, a.as_deref()).map(|()| gated),
+            Some(a) => gt::check_authority(&config, a.as_deref(), strict).map(|_| gated),
             None => Ok(gated),
         });
         let got = match checked {
@@ -407,7 +409,7 @@ impl Run {
         let text = config.to_string();
         let gated = gt::check_config(&text).map_err(|e| format!("the vector's config: {e:?}"))?;
         let authority = self.host_authority.as_ref().map(Value::to_string);
-        gt::check_authority(&text, authority.as_deref())
+        gt::check_authority(&text, authority.as_deref(), self.strict)
             .map_err(|e| format!("the vector's config has a tool without authority: {e:?}"))?;
         self.world.tools = Some(ToolWorld {
             config: text,
