@@ -256,10 +256,29 @@ def test_a_malformed_config_is_refused_at_start(tmp_path, proxy, config, pointer
     assert w.journal_lines() == before and len(w.refunds()) == 0
 
 
-def test_no_authority_is_refused_at_start(tmp_path, proxy):
+def test_no_authority_is_refused_at_start_when_strict(tmp_path, proxy):
     w = World(tmp_path, proxy)
-    p = subprocess.run(w.proxy_cmd(), capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    before = w.journal_lines()
+    p = subprocess.run(w.proxy_cmd("--strict"), capture_output=True, text=True, timeout=60,
+                       stdin=subprocess.DEVNULL)
     assert p.returncode == 2 and "/tools/create_refund/authority" in p.stderr, p.stderr
+    assert w.journal_lines() == before and len(w.refunds()) == 0
+
+
+def test_no_authority_runs_under_the_standing_lease_said_at_start(tmp_path, proxy):
+    # The original's configuration names no authority: it runs as written, visibly.
+    w = World(tmp_path, proxy)
+
+    async def call():
+        async with w.session(lease=False) as s:
+            return await s.call_tool("create_refund", {"order_id": ORDER, "amount_cents": 2000})
+    r = run(call)
+    assert not r.is_error and outcome_of(r)["state"] == "COMMITTED", text(r)
+    assert "gating under standing lease mcp-proxy-standing" in (tmp_path / "proxy.stderr").read_text()
+    entries = [json.loads(line) for line in w.journal_lines().splitlines()]
+    grants = [e for e in entries if e["stream"] == "lease:mcp-proxy-standing"]
+    assert [e["state"] for e in grants] == ["GRANTED"]
+    assert len(w.refunds()) == 1
 
 
 def test_bad_calls_are_refused_before_anything_is_recorded(tmp_path, proxy):

@@ -77,7 +77,7 @@ class SharedJournal {
   sync() { return this.#j().sync(); }
 }
 
-const GATE_CALLS = ['submit', 'resume', 'recover', 'openEffects', 'setRoutes', 'defaults', 'grantLease', 'revokeLease', 'approve', 'receipt', 'verify'];
+const GATE_CALLS = ['submit', 'resume', 'recover', 'openEffects', 'setRoutes', 'setStrictAuthority', 'defaults', 'grantLease', 'revokeLease', 'approve', 'receipt', 'verify'];
 /** The gate's tool mapping (`interlock:gate/tools`), which the tool-gating vectors drive. */
 const TOOLS_CALLS = ['checkConfig', 'checkAuthority', 'checkTools', 'premiseCall', 'proposal', 'sendCall', 'lookupCall', 'premises', 'mcpAnswer', 'reply', 'found'];
 

@@ -506,6 +506,25 @@ export class Gate {
   }
 
   /**
+   * Strict authority: a proposal that names no lease or approval is refused
+   * (InvalidFieldError at `/authority`) instead of running under its agent's standing lease.
+   * @param {boolean} strict
+   */
+  setStrictAuthority(strict) {
+    this.#call('setStrictAuthority', strict);
+  }
+
+  /**
+   * The line to show once at start when effects of `agent` may run under its standing
+   * lease (the gate's words).
+   * @param {string} agent
+   * @returns {string}
+   */
+  standingNotice(agent) {
+    return this.#call('standingNotice', agent);
+  }
+
+  /**
    * Grants `agent`'s standing lease if it never was (a revoked one stays revoked); its
    * name. Recorded like any lease; durable on return.
    * @param {string} agent

@@ -2,7 +2,7 @@
 // functions. Everything here is routing and value conversion; every decision is the
 // component's. Runs in Node and in a browser (the entry points pick the journal).
 import { Gate, jsonText, assertJson } from './gate.js';
-import { Rejected, TargetTimeoutError, InterlockError, invalidField } from './errors.js';
+import { Rejected, TargetTimeoutError, InterlockError, InvalidFieldError, invalidField } from './errors.js';
 import { SystemClock } from './clock.js';
 
 /**
@@ -50,10 +50,12 @@ export class Interlock {
    * A gate over `journal` (any backend with the six sync journal methods; see
    * src/journal/). Options: `clock` (default the system clock), `agent` (the default agent
    * name of effects), `claimWait` ({ pollMs, maxPolls }; default the gate's), and
-   * `standingLease` (default false): an effect that names no lease or approval runs under
-   * its agent's standing lease, which the gate names and grants (recorded, once). Without
-   * it such an effect is refused with InvalidFieldError at `/authority`, nothing recorded
-   * (docs/host-api.md). `clockSkewMs`: how far the clocks of the machines sharing the
+   * `strict` (default false). An effect that names no lease or approval runs under its
+   * agent's standing lease, which the gate names and grants (recorded, once, at its first
+   * use), announced once when the effect is defined (`console.warn`, the gate's words).
+   * With `strict: true` such an effect is refused with InvalidFieldError at `/authority`,
+   * nothing recorded (docs/host-api.md; `standingLease: false` is the older spelling of
+   * `strict: true`). `clockSkewMs`: how far the clocks of the machines sharing the
    * journal may disagree; every proposal carries it (`target.clock_skew_ms`), so claims
    * last that much longer and expiries are judged by the latest clock (ARCHITECTURE.md,
    * "Clocks across machines"). Default: none (one machine).
@@ -62,27 +64,31 @@ export class Interlock {
    * @param {OpenOptions} [options]
    * @returns {Promise<Interlock>}
    */
-  static async create(component, journal, { clock = new SystemClock(), agent = 'agent', claimWait, standingLease = false, clockSkewMs } = {}) {
+  static async create(component, journal, { clock = new SystemClock(), agent = 'agent', claimWait, strict, standingLease, clockSkewMs } = {}) {
     const gate = await Gate.instantiate(await component, { journal, clock, claimWait });
-    return new Interlock(gate, { agent, standingLease, clockSkewMs });
+    return new Interlock(gate, { agent, strict: strict === true || standingLease === false, clockSkewMs });
   }
 
-  /** Whether effects that name no authority run under their agent's standing lease. */
-  #standingLease = false;
+  /** Agents whose standing lease was announced (once each). */
+  #announced = new Set();
+
+  /** Strict authority: every effect must name its lease or approval. */
+  #strict = false;
 
   /**
    * Use the entry's `Interlock.open` (or `create`).
    * @param {Gate} gate
-   * @param {{ agent: string, standingLease?: boolean, clockSkewMs?: number }} options
+   * @param {{ agent: string, strict?: boolean, clockSkewMs?: number }} options
    */
-  constructor(gate, { agent, standingLease = false, clockSkewMs }) {
+  constructor(gate, { agent, strict = false, clockSkewMs }) {
     /** The low-level gate (steps, receipts, verify). */
     this.gate = gate;
     this.journal = gate.journal;
     this.clock = gate.clock;
     /** The default agent name of effects. */
     this.agent = agent;
-    this.#standingLease = standingLease === true;
+    this.#strict = strict === true;
+    if (this.#strict) gate.setStrictAuthority(true);
     /** The clock skew every proposal allows (`target.clock_skew_ms`), if any. */
     this.clockSkewMs = clockSkewMs;
     // This gate reaches only the targets defined on it: an open effect of any other target
@@ -145,6 +151,7 @@ export class Interlock {
     const entry = { def, fn };
     this.#targets.set(def.target, entry);
     this.gate.setRoutes([...this.#targets.keys()]);
+    if (!def.lease && !def.approval) this.#announce(def.agent ?? this.agent);
     const arity = def.params ? def.params.length : 1;
     /** @param {unknown[]} args */
     const toEffect = (args) => {
@@ -173,13 +180,7 @@ export class Interlock {
         // The premises as the agent decides: read now, the effect's own result excluded.
         premises = await def.premises(effect, { effectId: effectId(effect, overrides) });
       }
-      const proposal = this.#proposal(def, effect, { ...overrides, premises });
-      if (this.#standing(def, overrides)) {
-        // Granted only for a proposal the gate takes: a refused one records nothing.
-        this.gate.effectIdOf(proposal);
-        await this.gate.grantStandingLease(/** @type {string} */ (proposal.agent));
-      }
-      return this.gate.submit(proposal, this.#router);
+      return this.gate.submit(this.#proposal(def, effect, { ...overrides, premises }), this.#router);
     };
     return Object.assign(call({}), {
       /** The same call with per-request settings: { approval, lease, premises, key }. */
@@ -208,18 +209,18 @@ export class Interlock {
     if (this.clockSkewMs !== undefined) target.clock_skew_ms = this.clockSkewMs;
     const agent = def.agent ?? this.agent;
     const approval = o.approval ?? (o.lease ? undefined : def.approval);
-    const lease = o.lease ?? def.lease ?? (this.#standing(def, o) ? this.gate.standingLeaseName(agent) : undefined);
-    // No authority named (and no standing authority asked for): the proposal goes without
-    // one and the gate refuses it (invalid-field /authority), nothing recorded.
-    /** @type {{ approval?: string, lease?: string, host_check?: boolean } | undefined} */
-    const authority = approval ? { approval } : lease ? { lease } : undefined;
-    if (authority && def.allowed) authority.host_check = true;
+    const lease = o.lease ?? def.lease;
+    // No authority named: the gate runs the proposal under the agent's standing lease,
+    // which it grants at first use (or refuses it, under strict authority).
+    /** @type {{ approval?: string, lease?: string, host_check?: boolean }} */
+    const authority = approval ? { approval } : lease ? { lease } : {};
+    if (def.allowed) authority.host_check = true;
     /** @type {Record<string, unknown>} */
     const p = { agent, target };
     const key = o.key ?? (typeof def.key === 'function' ? def.key(effect) : def.key);
     if (key !== undefined) p.key = key;
     p.effect = effect;
-    if (authority) p.authority = authority;
+    if (Object.keys(authority).length > 0) p.authority = authority;
     if (o.premises !== undefined) p.premises = o.premises;
     if (def.bounds && bounds) p.bounds = def.bounds;
     const cap = typeof def.cap === 'function' ? def.cap(effect) : def.cap;
@@ -228,13 +229,21 @@ export class Interlock {
   }
 
   /**
-   * Whether a call of `def` with `o` runs under the standing lease: it names no authority
-   * and this Interlock was opened with `standingLease`.
-   * @param {EffectDefinition} def
-   * @param {EffectOverrides} o
+   * Says once, when the first effect of `agent` that names no authority is defined, that
+   * such effects run under its standing lease (the gate's words): visible, never silent.
+   * @param {string} agent
    */
-  #standing(def, o) {
-    return this.#standingLease && !(o.approval ?? o.lease ?? def.approval ?? def.lease);
+  #announce(agent) {
+    if (this.#strict || this.#announced.has(agent)) return;
+    this.#announced.add(agent);
+    let notice;
+    try {
+      notice = this.gate.standingNotice(agent);
+    } catch (e) {
+      if (e instanceof InvalidFieldError) return; // no standing lease for such an agent: its proposals are refused, saying why
+      throw e;
+    }
+    console.warn(notice);
   }
 
   /**

@@ -163,8 +163,9 @@ export async function protectWith(host, functions, config, options = {}) {
   // Every tool the configuration names (gated, premise, lookup) needs a function: one missing
   // would only be found at a re-check or a recovery (the component's rule, every host's).
   typed(() => checker.checkTools(text, Object.keys(functions)));
-  // Every gated tool has authority (its own, else the host's): never a silent default.
-  typed(() => checker.checkAuthority(text, authority));
+  // Every gated tool has authority: its own, else the host's, else (unless strict) the
+  // agent's standing lease, announced here once, never silently.
+  const standing = typed(() => checker.checkAuthority(text, authority, options.strict === true));
   const location = options.journal ?? cfg.journal_dir;
   if (location === undefined) throw invalidField('/journal_dir', 'is required: where the journal is (or give options.journal)');
   const journal = await host.openJournal(location, options);
@@ -173,12 +174,14 @@ export async function protectWith(host, functions, config, options = {}) {
   try {
     gate = await Gate.instantiate(component, { journal, clock, hooks: options.hooks, claimWait: options.claimWait });
     gate.setRoutes(gated);
+    if (options.strict === true) gate.setStrictAuthority(true);
   } catch (e) {
     journal.close();
     throw e;
   }
   const api = /** @type {ToolsApi} */ (kept.tools);
   const agent = options.agent ?? 'agent';
+  if (standing.length > 0) console.warn(gate.standingNotice(agent));
   const isGated = new Set(gated);
 
   /**

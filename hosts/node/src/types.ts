@@ -147,10 +147,13 @@ export interface OpenOptions {
   /** Default: the gate's (`gate.defaults().claim_wait`). */
   claimWait?: ClaimWait;
   /**
-   * Effects that name no lease or approval run under their agent's standing lease, which
-   * the gate names and grants once (recorded). Default false: such an effect is refused
-   * with InvalidFieldError at `/authority`, nothing recorded.
+   * Strict authority. By default an effect that names no lease or approval runs under its
+   * agent's standing lease, which the gate names and grants once, at first use (recorded),
+   * announced once on `console.warn`. With `strict: true` such an effect is refused with
+   * InvalidFieldError at `/authority`, nothing recorded.
    */
+  strict?: boolean;
+  /** The older spelling: `standingLease: false` is `strict: true`. */
   standingLease?: boolean;
   /**
    * Node, file journal: how long to wait for the lock another writer holds (ms). Default:
@@ -247,8 +250,10 @@ export type RecoveredTool = Recovered & Partial<Omit<ToolOutput, 'error'>>;
 export interface ProtectOptions {
   /** The journal (a folder, `sqlite:///abs/path.db`, `postgres://...`, `':memory:'`); default: the config's `journal_dir`. */
   journal?: string;
-  /** The authority of gated tools whose config names none: `{ lease }` or `{ approval }`. */
+  /** The authority of gated tools whose config names none: `{ lease }` or `{ approval }`; with neither, the agent's standing lease (announced once on `console.warn`). */
   authority?: { lease: string } | { approval: string };
+  /** Strict authority: a gated tool with no authority at all is refused at start (InvalidFieldError at `/tools/<tool>/authority`). */
+  strict?: boolean;
   /** The agent the proposals name. Default `"agent"`. */
   agent?: string;
   clock?: Clock;

@@ -60,8 +60,8 @@ class World {
 
   open() {
     const o = this.v.open ?? {};
-    onlyKnown(o, ['standing_lease', 'journal']);
-    return Interlock.open(o.journal ?? this.folder, { standingLease: o.standing_lease ?? false });
+    onlyKnown(o, ['strict', 'journal']);
+    return Interlock.open(o.journal ?? this.folder, { strict: o.strict ?? false });
   }
 
   /** @param {Interlock} gate @param {any} d */

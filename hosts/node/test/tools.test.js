@@ -195,12 +195,12 @@ test('a function throwing Rejected at the send: REFUSED target_rejected, nothing
   tools.close();
 });
 
-test('authority from options when the config names none; none at all: refused at protect() with the pointer', async () => {
+test('authority from options when the config names none; none at all: the standing lease, said once, or refused when strict', async () => {
   const dir = tmp();
   const { functions } = await paymentsTools(path.join(dir, 'payments.json'));
   const config = refundConfig('2', {}, path.join(dir, 'journal'));
   delete config.tools.create_refund.authority;
-  await assert.rejects(protect(functions, config), (e) => e instanceof InvalidFieldError && e.payload.field === '/tools/create_refund/authority');
+  await assert.rejects(protect(functions, config, { strict: true }), (e) => e instanceof InvalidFieldError && e.payload.field === '/tools/create_refund/authority');
   assert.equal(fs.existsSync(path.join(dir, 'journal')), false, 'nothing opened');
   const tools = await protect(functions, config, { authority: { lease: 'ops' } });
   await tools.gate.grantLease('ops', Date.now() + 60_000);
@@ -208,6 +208,21 @@ test('authority from options when the config names none; none at all: refused at
   assert.equal(out.ok, true, out.message);
   assert.deepEqual(tools.gate.receipt(out.outcome.effect_id).proposed.authority, { lease: 'ops' });
   tools.close();
+  // Neither: the agent's standing lease, announced on console.warn at start, granted at first use.
+  const warned = [];
+  const warn = console.warn;
+  console.warn = (m) => warned.push(String(m));
+  let standing;
+  try {
+    standing = await protect(functions, { ...config, journal_dir: path.join(dir, 'journal2') }, { agent: 'support' });
+  } finally {
+    console.warn = warn;
+  }
+  assert.deepEqual(warned, [standing.gate.standingNotice('support')]);
+  const again = await standing.create_refund({ order_id: ORDER, amount_cents: 700 });
+  assert.equal(again.ok, true, again.message);
+  assert.deepEqual(standing.gate.receipt(again.outcome.effect_id).proposed.authority, { lease: 'support-standing' });
+  standing.close();
 });
 
 test('a bad config is refused at protect() with its JSON pointer, nothing opened', async () => {

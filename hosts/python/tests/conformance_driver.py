@@ -36,8 +36,8 @@ PINS = "journal-pins.json"
 HOST = "python"
 
 # The gate functions the runner calls (its component imports only these).
-GATE_CALLS = ("submit", "resume", "recover", "open-effects", "set-routes", "defaults",
-              "grant-lease", "revoke-lease", "approve", "receipt", "verify")
+GATE_CALLS = ("submit", "resume", "recover", "open-effects", "set-routes", "set-strict-authority",
+              "defaults", "grant-lease", "revoke-lease", "approve", "receipt", "verify")
 # The gate's tool mapping (interlock:gate/tools), which the tool-gating vectors drive.
 TOOLS_CALLS = ("check-config", "check-authority", "check-tools", "premise-call", "proposal", "send-call",
                "lookup-call", "premises", "mcp-answer", "reply", "found")

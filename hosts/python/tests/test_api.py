@@ -23,14 +23,13 @@ from interlock import (
 from interlock.payments_sim import Payments
 
 # The original's snippet (the Python library Interlock was first written as;
-# ../shared/seeds/000_*), unchanged but for the import of the
-# simulated service, plus two lines that use it, and `standing_lease=True`: its effect
-# names no lease, and standing authority is granted only when asked for
-# (docs/host-api.md, "Authority"); without it the call raises InvalidField at /authority.
+# ../shared/seeds/000_*), unchanged but for the import of the simulated service, plus two
+# lines that use it. Its effect names no lease: it runs under the agent's standing lease
+# (docs/host-api.md, "Authority"), announced at start, granted and recorded at first use.
 ORIGINAL_SNIPPET = textwrap.dedent('''
     from interlock.payments_sim import stripe, charge_for, is_eligible, refunded_total, can_refund, refund_exists
     from interlock import Interlock
-    gate = Interlock(".interlock", standing_lease=True)
+    gate = Interlock(".interlock")
     @gate.effect(
     key=lambda order, amount: f"refund:{order}",
     premises=lambda order, amount, idempotency_key: {
@@ -87,8 +86,9 @@ def test_statuses_reasons_and_receipts(world):
 
 def test_revoking_the_standing_lease_refuses(world):
     gate, refund, payments = world
-    p = refund.proposal("order_881", 2000)  # grants the standing lease once
-    gate.revoke_lease(p["authority"]["lease"])
+    p = refund.proposal("order_881", 2000)  # names no authority: the standing lease
+    assert "authority" not in p
+    gate.revoke_lease(gate.standing_lease_name())
     out = refund.gate.submit(p)
     assert (out.status, out.reason) == (REFUSED, "lease_revoked")
     assert payments.refund_count() == 0

@@ -58,8 +58,8 @@ class World:
 
     def open(self) -> Interlock:
         o = self.v.get("open", {})
-        assert set(o) <= {"standing_lease", "journal"}, o
-        return Interlock(o.get("journal", self.folder), standing_lease=o.get("standing_lease", False))
+        assert set(o) <= {"strict", "journal"}, o
+        return Interlock(o.get("journal", self.folder), strict=o.get("strict", False))
 
     def define(self, gate: Interlock, d: Dict[str, Any]) -> Callable[..., Any]:
         assert set(d) <= {"target", "params", "key", "lease", "premises", "bounds", "allowed", "send",

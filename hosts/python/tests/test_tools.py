@@ -84,11 +84,21 @@ def test_a_bad_config_is_refused_at_protect_with_its_pointer(tmp_path, config, p
     assert not (tmp_path / "j").exists()  # nothing created
 
 
-def test_no_authority_is_refused_at_protect_never_a_default(tmp_path):
+def test_no_authority_runs_under_the_standing_lease_announced_or_is_refused_when_strict(tmp_path, caplog):
     _, _, config, fns = world(tmp_path)
     with pytest.raises(InvalidField) as e:
-        protect(fns, config)
+        protect(fns, config, strict=True)
     assert e.value.field == "/tools/create_refund/authority"
+    # By default: the agent's standing lease, announced once at start, granted at first use.
+    with caplog.at_level("WARNING", logger="interlock"):
+        tools = protect(fns, config, agent="support")
+    assert [r.getMessage() for r in caplog.records if r.name == "interlock"] == [
+        tools.gate.host().standing_notice("support")]
+    out = tools["create_refund"](**ARGS)
+    assert out["ok"], out
+    receipt = json.loads(tools.gate.host().receipt(out["outcome"]["effect_id"], None))
+    assert receipt["proposed"]["authority"] == {"lease": "support-standing"}
+    tools.close()
     # The tool's own authority is enough.
     _, _, config, fns = world(tmp_path, authority={"lease": LEASE})
     protect(fns, config).close()

@@ -116,10 +116,11 @@ class ToolMap:
         else InvalidField at its pointer (``/tools/<tool>/lookup/tool``)."""
         self._call("check-tools", config, list(available))
 
-    def check_authority(self, config: str, authority: Optional[str]) -> None:
-        """Every gated tool has authority, its own or ``authority`` (the host's); else
-        InvalidField at ``/tools/<tool>/authority``."""
-        self._call("check-authority", config, authority)
+    def check_authority(self, config: str, authority: Optional[str], strict: bool = False) -> List[str]:
+        """Checks ``authority`` (the host's) and, when ``strict``, that every gated tool has
+        authority, its own or the host's (else InvalidField at ``/tools/<tool>/authority``).
+        The gated tools that will run under the agent's standing lease."""
+        return list(self._call("check-authority", config, authority, strict))
 
     def premise_call(self, config: str, tool: str, arguments: str) -> Optional[ToolCall]:
         return self._tool_call(self._call("premise-call", config, tool, arguments))

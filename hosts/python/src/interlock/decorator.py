@@ -1,7 +1,7 @@
 """The decorator API of the original (the Python library Interlock was first written as),
 mapped onto the gate's proposal schema (ARCHITECTURE.md, "Proposal"):
 
-    gate = Interlock(".interlock", standing_lease=True)
+    gate = Interlock(".interlock")
 
     @gate.effect(key=lambda order, amount: f"refund:{order}",
                  premises=lambda order, amount, idempotency_key: {...},
@@ -25,6 +25,7 @@ import asyncio
 import functools
 import inspect
 import json
+import logging
 import math
 import os
 import threading
@@ -308,17 +309,13 @@ class Effect:
         if self.key is not None:
             p["key"] = self.key(*values)
         lease = self.lease(*values) if callable(self.lease) else self.lease
-        if not lease and gate.standing:
-            # Granted at the submit, once the proposal is known good (see Interlock._prepare).
-            # An agent that cannot have one: the gate's own InvalidField (at /agent) says why.
-            lease = gate._standing_name(agent) or gate.host().standing_lease_name(agent)
-        if lease:
-            authority: Dict[str, Any] = {"lease": lease}
-            if self.allowed is not None:
-                authority["host_check"] = True
+        # No lease named: the gate runs the effect under the agent's standing lease, which
+        # it grants at first use (or refuses it, under strict authority).
+        authority: Dict[str, Any] = {"lease": lease} if lease else {}
+        if self.allowed is not None:
+            authority["host_check"] = True
+        if authority:
             p["authority"] = authority
-        # else: no authority stated; the gate refuses the proposal (InvalidField
-        # /authority) and nothing is recorded.
         for name, extra in (("bounds", self.bounds), ("cap", self.cap)):
             if extra is not None:
                 p[name] = extra(*values) if callable(extra) else extra
@@ -411,12 +408,15 @@ class Interlock:
 
     ``agent`` names who proposes. Authority: an effect's ``lease=`` (a name, or a function
     of the call's arguments), an approval (set ``proposal["authority"] = {"approval": id}``
-    after :meth:`approve`), or, only with ``standing_lease=True``, the agent's *standing
+    after :meth:`approve`), or, for an effect that names neither, the agent's *standing
     lease*, which the gate names (``"<agent>-standing"``) and grants, recorded like any
     lease, the first time a proposal needs it and never again: once revoked with
-    :meth:`revoke_lease`, it stays revoked, and every effect under it is refused. Without
-    any of these a call raises :class:`interlock.InvalidField` (``/authority``), nothing
-    recorded. ``claim_wait``: how :meth:`recover` waits out another worker's live claim
+    :meth:`revoke_lease`, it stays revoked, and every effect under it is refused. Such an
+    effect is announced once, when it is decorated (the gate's notice, on the ``interlock``
+    logger). ``strict=True``: named authority only; an effect naming none raises
+    :class:`interlock.InvalidField` (``/authority``), nothing recorded
+    (``standing_lease=False`` is the older spelling of ``strict=True``).
+    ``claim_wait``: how :meth:`recover` waits out another worker's live claim
     (``True``: as the gate's defaults say; ``False``: not at all; or a
     :class:`interlock.ClaimWait`). ``lock_wait_ms``: how long to wait for the lock of a
     journal directory another writer holds (default 5 s, the journal format's; 0: fail at
@@ -432,26 +432,26 @@ class Interlock:
 
     def __init__(self, path: Union[str, "os.PathLike[str]"] = ".interlock", *, agent: str = "agent",
                  clock: Optional[Clock] = None, claim_wait: Union[bool, ClaimWait] = True,
-                 standing_lease: bool = False, wasm: Optional[Path] = None,
-                 lock_wait_ms: Optional[int] = None, clock_skew_ms: Optional[int] = None):
+                 strict: bool = False, standing_lease: Optional[bool] = None,
+                 wasm: Optional[Path] = None, lock_wait_ms: Optional[int] = None,
+                 clock_skew_ms: Optional[int] = None):
         url = is_url(path) is not None
         self.claim_wait = claim_wait_of(claim_wait)
         #: The journal directory (None for a shared journal, named by a URL).
         self.path: Optional[Path] = None if url else Path(path)
         self.agent = agent
-        #: Whether effects that name no lease run under the agent's standing lease.
-        self.standing = standing_lease is True
+        #: Strict authority: an effect must name its lease or approval (else the agent's
+        #: standing lease, granted by the gate at first use).
+        self.strict = strict is True or standing_lease is False
         #: How far the clocks of the machines sharing the journal may disagree: every
         #: proposal carries it (``target.clock_skew_ms``; the gate checks it).
         self.clock_skew_ms = clock_skew_ms
-        # Agents whose standing lease this Interlock has seen granted: the gate grants it
-        # once only, so later submits need not ask again (three crossings saved per submit).
-        self._standing_granted: Set[str] = set()
-        self._standing_names: Dict[str, Optional[str]] = {}
+        # Agents whose standing lease was announced (once each, at the first effect under it).
+        self._announced: Set[str] = set()
         self.clock: Clock = clock or SystemClock()
         self._wasm = wasm
         # Serializes every gate call, and what must change together with one (the gate
-        # instance, the standing lease's check and grant). Reentrant: one leads to another.
+        # instance). Reentrant: one leads to another.
         self._lock = threading.RLock()
         if self.path is None:
             shared = open_url(os.fsdecode(path))
@@ -494,6 +494,8 @@ class Interlock:
                 raise InterlockError(f"{self._dead}; create a new Interlock on {self.journal_name}")
             if self._host is None or self._host.broken:
                 self._host = GateHost(self._journal, self.clock, self._wasm, lock=self._lock)
+                if self.strict:
+                    self._host.set_strict_authority(True)
             return self._host
 
     # -- the decorator
@@ -538,6 +540,8 @@ class Interlock:
                           timeout_ms=timeout_ms, agent=agent, lease=lease, bounds=bounds,
                           cap=cap, rejects=tuple(rejects))
             self._effects[spec.name] = spec  # routed from the next operation on
+            if spec.lease is None:
+                self._announce(spec.agent or self.agent)
             effect_gate = EffectGate(self, spec)
 
             def base(args: Sequence[Any], kwargs: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any], str]:
@@ -598,27 +602,17 @@ class Interlock:
         """The effect id a proposal gets (the gate computes it; nothing is recorded)."""
         return self.host().effect_id_of(self._text(proposal))
 
-    def _prepare(self, proposal: Proposal) -> Tuple[GateHost, str]:
-        """The proposal's text, checked, and the standing lease granted if it runs under
-        it (``standing_lease=True``): a proposal that fails records nothing, the lease's
-        grant included."""
-        text = self._text(proposal)
-        host = self.host()
-        if self.standing:
-            agent, lease = _agent_and_lease_of(text)
-            if (isinstance(agent, str) and agent not in self._standing_granted
-                    and lease is not None and lease == self._standing_name(agent)):
-                host.effect_id_of(text)  # raises on a proposal the gate refuses
-                host.grant_standing_lease(agent)
-                self._standing_granted.add(agent)
-        return host, text
-
-    def _standing_name(self, agent: str) -> Optional[str]:
-        """The gate's name for ``agent``'s standing lease (None: the agent cannot have one),
-        asked once per agent."""
-        if agent not in self._standing_names:
-            self._standing_names[agent] = _standing_name(self.host(), agent)
-        return self._standing_names[agent]
+    def _announce(self, agent: str) -> None:
+        """Says once, at start, that effects of ``agent`` that name no authority run under
+        its standing lease (the gate's words): visible, never silent."""
+        if self.strict or agent in self._announced:
+            return
+        self._announced.add(agent)
+        try:
+            notice = self.host().standing_notice(agent)
+        except InvalidField:
+            return  # no standing lease for such an agent: its proposals are refused, saying why
+        logging.getLogger("interlock").warning(notice)
 
     def submit(self, proposal: Proposal, *, crash_after_effect: bool = False,
                crash_before_effect: bool = False) -> Outcome:
@@ -626,7 +620,7 @@ class Interlock:
         then this process "dies" before the reply reaches the gate: :class:`SimulatedCrash`
         is raised and this Interlock is dead (its journal lock released), as after a kill.
         ``crash_before_effect``: dies once the intent is durable, before the send."""
-        host, text = self._prepare(proposal)
+        host, text = self.host(), self._text(proposal)
         try:
             o = host.submit(text, _Router(self, sync=True),
                             crash=_crash_point(crash_after_effect, crash_before_effect))
@@ -638,7 +632,7 @@ class Interlock:
     async def asubmit(self, proposal: Proposal, *, crash_after_effect: bool = False,
                       crash_before_effect: bool = False) -> Outcome:
         """:meth:`submit` for ``async def`` effects (and async premises/allowed/lookup)."""
-        host, text = self._prepare(proposal)
+        host, text = self.host(), self._text(proposal)
         try:
             o = await host.asubmit(text, _Router(self, sync=False),
                                    crash=_crash_point(crash_after_effect, crash_before_effect))
@@ -708,8 +702,8 @@ class Interlock:
 
     def standing_lease(self) -> str:
         """Grants the agent's standing lease if it never was (the gate decides its name and
-        life, and records the grant); returns its name. An explicit ask for standing
-        authority, as ``standing_lease=True`` is for every effect naming no lease."""
+        life, and records the grant); returns its name. The gate does so itself at the
+        first effect that names no authority."""
         return self.host().grant_standing_lease(self.agent)
 
     def lease(self, name: str, ttl_s: Optional[float] = None, *, expires_at_ms: Optional[int] = None) -> str:
@@ -749,21 +743,6 @@ class Interlock:
 
     def revoke_approval(self, approval: str) -> None:
         self.host().revoke_approval(approval)
-
-
-def _agent_and_lease_of(text: str) -> Tuple[Any, Any]:
-    try:
-        p = json.loads(text)
-        return p["agent"], p["authority"]["lease"]
-    except (ValueError, TypeError, KeyError):
-        return None, None  # not a proposal under a lease: the gate says what is wrong, if anything
-
-
-def _standing_name(host: GateHost, agent: str) -> Optional[str]:
-    try:
-        return host.standing_lease_name(agent)
-    except InvalidField:
-        return None  # no standing lease for such an agent; the gate refuses the proposal
 
 
 def _crash_point(after: bool, before: bool) -> Optional[str]:

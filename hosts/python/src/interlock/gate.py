@@ -541,7 +541,8 @@ class GateHost:
             "effect-id-of", "submit", "resume", "cancel", "open-effects", "recover",
             "set-routes", "grant-lease", "revoke-lease", "approve", "revoke-approval", "confirm",
             "receipt", "check-receipt", "verify", "defaults", "send-timeout-ms",
-            "standing-lease-name", "grant-standing-lease",
+            "standing-lease-name", "grant-standing-lease", "set-strict-authority",
+            "standing-notice",
         ):
             idx = instance.get_export_index(self.store, name, gi)
             func = instance.get_func(self.store, idx) if idx is not None else None
@@ -649,6 +650,17 @@ class GateHost:
         """Grants ``agent``'s standing lease if it never was (a revoked one stays revoked);
         its name. Recorded like any lease; durable on return."""
         return cast(str, self._call("grant-standing-lease", agent))
+
+    def set_strict_authority(self, strict: bool) -> None:
+        """Strict authority: a proposal naming no lease or approval is refused
+        (:class:`InvalidField` at ``/authority``) instead of running under its agent's
+        standing lease."""
+        self._call("set-strict-authority", strict)
+
+    def standing_notice(self, agent: str) -> str:
+        """The line to show once at start when effects of ``agent`` may run under its
+        standing lease (the gate's words)."""
+        return cast(str, self._call("standing-notice", agent))
 
     def _claim_wait(self, wait: Any) -> Tuple[int, int]:
         """``(poll_ms, max_polls)`` of ``wait``, the gate's defaults filled in."""

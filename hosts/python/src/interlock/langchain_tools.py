@@ -168,12 +168,13 @@ def _given(arguments: Dict[str, Any]) -> Dict[str, Any]:
 def protect_tools(tools: Iterable[BaseTool], config: Union[str, Mapping[str, Any]], *,
                   journal: Union[str, "os.PathLike[str]", None] = None, agent: str = "agent",
                   authority: Optional[Mapping[str, Any]] = None, clock: Optional[Clock] = None,
-                  claim_wait: Union[bool, ClaimWait] = True) -> ProtectedTools:
+                  claim_wait: Union[bool, ClaimWait] = True, strict: bool = False) -> ProtectedTools:
     """Puts the gate in front of the LangChain tools the configuration lists; the others
     pass through unchanged. ``journal``: a directory or a ``sqlite://``/``postgres://``
     URL (else ``config["journal_dir"]``). ``authority``: the host's (``{"lease": name}`` or
     ``{"approval": id}``) for tools whose configuration names none; a gated tool with
-    neither, a configuration problem, or a gated tool not given, is refused here
+    neither runs under the agent's standing lease (``strict=True``: refused). A
+    configuration problem, or a gated tool not given, is refused here
     (:class:`interlock.InvalidField` at its JSON pointer), nothing opened or recorded. A
     tool raising :class:`interlock.Rejected` at the send means it refused and applied
     nothing; any other exception leaves the send's fate unknown, for the gate to resolve by
@@ -182,7 +183,8 @@ def protect_tools(tools: Iterable[BaseTool], config: Union[str, Mapping[str, Any
     # A gated tool not given is refused before the journal is opened (nothing created).
     text = config if isinstance(config, str) else canonical_json(dict(config))
     tool_map().check_tools(text, [t.name for t in tools])
-    gate = ToolGate(config, journal=journal, agent=agent, authority=authority, clock=clock, claim_wait=claim_wait)
+    gate = ToolGate(config, journal=journal, agent=agent, authority=authority, clock=clock, claim_wait=claim_wait,
+                    strict=strict)
     try:
         return ProtectedTools(tools, gate)
     except (GateError, InterlockError, TypeError):

@@ -4,7 +4,7 @@ the server (ARCHITECTURE.md, "Tool gating"). On the official ``mcp`` SDK
 
     python3 -m interlock.mcp_proxy --config interlock.mcp.json -- <server command...>
     python3 -m interlock.mcp_proxy --config interlock.mcp.json --upstream http://127.0.0.1:8000/mcp
-        [--listen HOST:PORT] [--agent NAME] [--lease NAME] [--journal DIR|URL]
+        [--listen HOST:PORT] [--agent NAME] [--lease NAME] [--strict] [--journal DIR|URL]
 
 To the agent it is an MCP server over stdio (Streamable HTTP at ``http://HOST:PORT/mcp``
 with ``--listen``); to the real server an MCP client, of a child process over stdio or of
@@ -17,9 +17,11 @@ journal. The CLI's ``interlock mcp-proxy`` takes the same options and writes the
 journal bytes for the same calls.
 
 ``--agent`` (default ``mcp-proxy``) proposes; ``--lease`` is the host's authority for the
-tools whose configuration names none; ``--journal`` overrides ``journal_dir``. A bad
-configuration (or a gated tool with no authority) is refused at start: exit 2, the JSON
-pointer of the problem on stderr.
+tools whose configuration names none (grant it first: ``interlock lease grant``); without
+it such tools run under the agent's standing lease, which the gate grants and records at
+first use and the proxy announces on stderr at start. ``--strict`` refuses such a tool at
+start instead. ``--journal`` overrides ``journal_dir``. A bad configuration is refused at
+start: exit 2, the JSON pointer of the problem on stderr.
 """
 
 from __future__ import annotations
@@ -53,7 +55,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ap.add_argument("--listen", metavar="HOST:PORT", help="serve Streamable HTTP at http://HOST:PORT/mcp, not stdio")
     ap.add_argument("--upstream", metavar="URL", help="the real server's Streamable HTTP URL, not a child process")
     ap.add_argument("--agent", default=DEFAULT_AGENT, help="who proposes (default mcp-proxy)")
-    ap.add_argument("--lease", help="the host's authority for tools whose configuration names none")
+    ap.add_argument("--lease", help="the host's authority for tools whose configuration names none "
+                    "(grant it first: interlock lease grant JOURNAL NAME --for 48h); without it, "
+                    "the agent's standing lease")
+    ap.add_argument("--strict", action="store_true",
+                    help="refuse a gated tool with no authority at start, instead of its standing lease")
     ap.add_argument("--journal", metavar="DIR|URL", help="the journal, in place of the configuration's journal_dir")
     ap.add_argument("--clock-ms", type=int, help=argparse.SUPPRESS)  # a fixed clock: reproducible journals
     a = ap.parse_args(argv)
@@ -77,7 +83,7 @@ def open_gate(a: argparse.Namespace) -> ToolGate:
     except OSError as e:
         raise Usage(f"cannot read the configuration {a.config}: {e.strerror or e}") from None
     return ToolGate(text, journal=a.journal, agent=a.agent,
-                    authority={"lease": a.lease} if a.lease else None,
+                    authority={"lease": a.lease} if a.lease else None, strict=a.strict,
                     clock=FakeClock(a.clock_ms) if a.clock_ms is not None else None)
 
 

@@ -202,15 +202,17 @@ def gated_function_tools(functions: Mapping[str, Callable[..., Any]], config: Un
                          authority: Optional[AuthoritySource] = None,
                          journal: Union[str, "os.PathLike[str]", None] = None, agent: str = "agent",
                          clock: Optional[Clock] = None, claim_wait: Union[bool, ClaimWait] = True,
-                         options: Optional[Mapping[str, Mapping[str, Any]]] = None) -> GatedFunctionTools:
+                         options: Optional[Mapping[str, Mapping[str, Any]]] = None,
+                         strict: bool = False) -> GatedFunctionTools:
     """The SDK's function tools for ``functions`` (plain functions, ``async def`` too), the
     ones the configuration lists gated (ARCHITECTURE.md, "Tool gating"), the others made by
     ``function_tool`` unchanged. ``authority``: the host's, for gated tools whose
     configuration names none: a dict, or a function of the call's ``ToolContext``
-    answering one per run (a run without one is refused that call, nothing recorded); a
-    gated tool with no authority at all is refused here (:class:`interlock.InvalidField` at
-    ``/tools/<tool>/authority``), as is any problem in the configuration, at its JSON
-    pointer. ``options``: per tool, keyword arguments for ``function_tool``
+    answering one per run. A call with no authority at all runs under the agent's standing
+    lease; with ``strict=True`` it is refused (a tool with none is refused here,
+    :class:`interlock.InvalidField` at ``/tools/<tool>/authority``; a run without one is
+    refused that call, nothing recorded). Any problem in the configuration is refused
+    here, at its JSON pointer. ``options``: per tool, keyword arguments for ``function_tool``
     (``{"create_refund": {"needs_approval": True}}``). ``journal``, ``agent``, ``clock``,
     ``claim_wait``: as :func:`interlock.tools.protect`."""
     options = dict(options or {})
@@ -223,7 +225,7 @@ def gated_function_tools(functions: Mapping[str, Callable[..., Any]], config: Un
     # The placeholder never reaches a proposal: it is dropped right after the check.
     start_authority = {"approval": "(the run's)"} if dynamic else fixed
     gate = _RunGate(config, journal=journal, agent=agent, authority=start_authority,
-                    clock=clock or SystemClock(), claim_wait=claim_wait)
+                    clock=clock or SystemClock(), claim_wait=claim_wait, strict=strict)
     if dynamic:
         gate.authority = None
     try:

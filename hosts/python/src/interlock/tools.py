@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 import os
 import threading
 from dataclasses import dataclass, field
@@ -123,20 +124,23 @@ class ToolGate:
     :class:`interlock.InvalidField` at its JSON pointer, nothing opened. ``journal``: a
     directory or a ``sqlite://``/``postgres://`` URL, else ``config["journal_dir"]``.
     ``authority``: the host's (``{"lease": name}`` or ``{"approval": id}``), for tools
-    whose configuration names none; a gated tool with neither is refused here, at
+    whose configuration names none; a gated tool with neither runs under the agent's
+    standing lease (granted and recorded at first use; announced here, once, on the
+    ``interlock`` logger), or, with ``strict=True``, is refused here, at
     ``/tools/<tool>/authority``. ``claim_wait``: how recovery waits out a live claim."""
 
     def __init__(self, config: Union[str, Mapping[str, Any]], *,
                  journal: Union[str, "os.PathLike[str]", None] = None, agent: str = "agent",
                  authority: Optional[Mapping[str, Any]] = None, clock: Optional[Clock] = None,
                  claim_wait: Union[bool, ClaimWait] = True, lock_wait_ms: Optional[int] = None,
-                 tools: Optional[ToolMap] = None):
+                 tools: Optional[ToolMap] = None, strict: bool = False):
         self.map = tools or tool_map()
         self.config = config if isinstance(config, str) else _text(dict(config), "")
         self.gated: List[str] = self.map.check_config(self.config)
         parsed = json.loads(self.config)  # checked by the component just above
         self.authority = None if authority is None else _text(dict(authority), "/authority")
-        self.map.check_authority(self.config, self.authority)  # never a silent default
+        self.strict = strict
+        standing = self.map.check_authority(self.config, self.authority, strict)
         where = journal if journal is not None else parsed.get("journal_dir")
         if where is None:
             raise InvalidField("/journal_dir", "is required when no journal is given")
@@ -148,6 +152,9 @@ class ToolGate:
         self._journal = JournalRef(opened)
         self._lock = threading.RLock()
         self._host: Optional[_Host] = None
+        if standing:
+            # Visible, never silent (the gate's words).
+            logging.getLogger("interlock").warning(self.host().standing_notice(agent))
 
     # -- life
 
@@ -158,6 +165,8 @@ class ToolGate:
                 raise InterlockError(f"this tool gate was closed; open a new one on {self.journal_name}")
             if self._host is None or self._host.broken:
                 self._host = _Host(self._journal, self.clock, lock=self._lock)
+                if self.strict:
+                    self._host.set_strict_authority(True)
             return self._host
 
     def close(self) -> None:
@@ -219,7 +228,10 @@ class ToolGate:
         except (GateError, _PremiseFailed) as e:
             return self._refused(tool, e)
         # The outcome's record is kept per thread: this thread's, read right after.
-        o = self.host().submit(proposal, _Targets(self, caller))
+        try:
+            o = self.host().submit(proposal, _Targets(self, caller))
+        except InvalidField as e:
+            return self._refused(tool, e)  # the gate refused the input: nothing recorded
         return self._finish(tool, o)
 
     async def acall(self, tool: str, arguments: Mapping[str, Any], caller: AsyncCaller) -> ToolResult:
@@ -240,7 +252,10 @@ class ToolGate:
             return self._refused(tool, e)
         # No await between the operation's last step and reading its record: the record
         # read is this operation's.
-        o = await self.host().asubmit(proposal, _AsyncTargets(self, caller))
+        try:
+            o = await self.host().asubmit(proposal, _AsyncTargets(self, caller))
+        except InvalidField as e:
+            return self._refused(tool, e)  # the gate refused the input: nothing recorded
         return self._finish(tool, o)
 
     def recover(self, caller: Caller, claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
@@ -515,7 +530,7 @@ class Protected(Mapping[str, Callable[..., Any]]):
 def protect(functions: Mapping[str, Callable[..., Any]], config: Union[str, Mapping[str, Any]], *,
             journal: Union[str, "os.PathLike[str]", None] = None, agent: str = "agent",
             authority: Optional[Mapping[str, Any]] = None, clock: Optional[Clock] = None,
-            claim_wait: Union[bool, ClaimWait] = True) -> Protected:
+            claim_wait: Union[bool, ClaimWait] = True, strict: bool = False) -> Protected:
     """Puts the gate in front of the tools the configuration lists (ARCHITECTURE.md,
     "Tool gating"); every other tool passes through unchanged. ``functions`` are plain
     functions called with the tool's arguments as keywords (``async def`` ones too): one
@@ -523,12 +538,13 @@ def protect(functions: Mapping[str, Callable[..., Any]], config: Union[str, Mapp
     nothing; any other exception leaves the send's fate unknown, for the gate to resolve by
     the tool's tier. ``journal``: a directory or a ``sqlite://``/``postgres://`` URL (else
     ``config["journal_dir"]``). ``authority``: the host's (``{"lease": name}``) for tools
-    whose configuration names none; a gated tool with neither is refused here
+    whose configuration names none; a gated tool with neither runs under the agent's
+    standing lease (announced once, here), or with ``strict=True`` is refused here
     (:class:`interlock.InvalidField` at ``/tools/<tool>/authority``), as is any problem in
     the configuration, at its JSON pointer. Call :meth:`Protected.recover` once at
     startup."""
     gate = ToolGate(config, journal=journal, agent=agent, authority=authority, clock=clock,
-                    claim_wait=claim_wait)
+                    claim_wait=claim_wait, strict=strict)
     try:
         return Protected(functions, gate)
     except BaseException:

@@ -9,7 +9,7 @@ from interlock import Interlock
 from interlock.payments_sim import can_refund, charge_for, is_eligible, refund_exists, refunded_total, stripe
 from interlock.temporal import gated
 
-gate = Interlock(".interlock", standing_lease=True)
+gate = Interlock(".interlock")
 
 
 @gate.effect(key=lambda order, amount: f"refund:{order}",

@@ -101,7 +101,6 @@ def test_a_refused_call_is_told_to_the_model_and_sends_nothing(world):
     ({"tools": {"create_refund": {"key": []}}}, "/tools/create_refund/key"),
     ({"tools": {"create_refund": {"key": ["order_id"], "premise": {}}}}, "/tools/create_refund/premise"),
     ({"tools": {"refund_all": {"key": ["order_id"], "authority": {"lease": "x"}}}}, "/tools/refund_all"),
-    ({"tools": {"create_refund": {"key": ["order_id"]}}}, "/tools/create_refund/authority"),
 ])
 def test_bad_configs_are_refused_at_start_with_their_pointer(world, config, pointer):
     journal = world.dir / "bad-journal"
@@ -109,6 +108,15 @@ def test_bad_configs_are_refused_at_start_with_their_pointer(world, config, poin
         protect_tools(define_tools(world), dict(config, journal_dir=str(journal)))
     assert e.value.field == pointer
     assert not journal.exists()  # nothing created
+
+
+def test_a_tool_without_authority_is_refused_at_start_only_when_strict(world):
+    config = {"tools": {"create_refund": {"key": ["order_id"]}}, "journal_dir": str(world.dir / "strict")}
+    with pytest.raises(InvalidField) as e:
+        protect_tools(define_tools(world), config, strict=True)
+    assert e.value.field == "/tools/create_refund/authority"
+    assert not (world.dir / "strict").exists()
+    protect_tools(define_tools(world), config).close()  # the agent's standing lease
 
 
 def test_async_tools_and_arecover(world):

@@ -73,9 +73,9 @@ def test_a_bad_config_is_refused_at_start_with_its_pointer(world, tool, pointer)
     assert not world.journal_dir.exists()
 
 
-def test_no_authority_and_a_missing_lookup_tool_are_refused_at_start(world):
+def test_no_authority_when_strict_and_a_missing_lookup_tool_are_refused_at_start(world):
     with pytest.raises(InvalidField) as e:
-        gated_function_tools(world.tools(), world.config())
+        gated_function_tools(world.tools(), world.config(), strict=True)
     assert e.value.field == "/tools/create_refund/authority"
     fns = world.tools()
     del fns["find_refund"]
@@ -96,13 +96,13 @@ def test_a_run_without_authority_and_a_failing_premise_read_record_nothing(world
         return get_order(order_id, excluding)
 
     tools = gated_function_tools(dict(fns, get_order=flaky_get_order), world.config(),
-                                 authority=lambda ctx: ctx.context.get("authority"))
+                                 authority=lambda ctx: ctx.context.get("authority"), strict=True)
     try:
         for down["now"], context in ((False, {}), (True, {"authority": {"lease": LEASE}})):
             agent = Agent(name="support", model=ScriptedModel(refund_calls("c")), tools=list(tools))
             asyncio.run(Runner.run(agent, "Refund $20.", context=context, run_config=NO_TRACE))
         no_authority, failed = tools.calls
-        assert not no_authority["ok"] and no_authority["error"].field == "/tools/create_refund/authority"
+        assert not no_authority["ok"] and no_authority["error"].field == "/authority"
         assert "nothing was recorded" in no_authority["message"]
         assert not failed["ok"] and "the orders service is down" in failed["message"]
         assert tools.gate.host().open_effects() == []
