@@ -17,7 +17,6 @@ def test_protect_quickstart(tmp_path, monkeypatch):
     service = Payments.create("payments.json", "2")
     service.add_order("881", 10_000)
     # --- quickstart: protect() ---
-    from interlock import Interlock
     from interlock.tools import protect
 
     def get_order(order_id, excluding=None):  # excluding: leave this effect's own refund out
@@ -37,10 +36,7 @@ def test_protect_quickstart(tmp_path, monkeypatch):
                                "fields": ["refunded_total"]},
                   "lookup": {"tool": "find_refund", "arguments": {"reference": "$effect_id"}, "found": "found"},
                   "idempotency_argument": "reference",
-                  "dedupes": False,
-                  "authority": {"lease": "case-4471"}}}}
-    with Interlock(".interlock/tools") as gate:   # a person grants the authority, once
-        gate.lease("case-4471", ttl_s=3600)
+                  "dedupes": False}}}
 
     tools = protect({"get_order": get_order, "create_refund": create_refund, "find_refund": find_refund}, config)
     tools.recover()                                  # once, at startup
@@ -48,14 +44,17 @@ def test_protect_quickstart(tmp_path, monkeypatch):
     print(out["message"])                            # hand this back to the model
     # create_refund done; it happened once (effect ...). Result: {...}
     # --- end ---
+    receipt = json.loads(tools.gate.host().receipt(out["outcome"]["effect_id"], None))
     tools.close()
     assert out["ok"] and out["outcome"]["state"] == "COMMITTED" and service.refund_count() == 1
+    assert receipt["proposed"]["authority"] == {"lease": "agent-standing"}  # named no authority
 
 
+@pytest.mark.parametrize("scoped", [False, True], ids=["as-written", "scoped-by-a-lease"])
 @pytest.mark.parametrize("proxy", ["python", "cli"])
-def test_proxy_quickstart(tmp_path, proxy, request):
+def test_proxy_quickstart(tmp_path, proxy, scoped, request):
     pytest.importorskip("mcp")
-    cli = request.getfixturevalue("cli") if proxy == "cli" else None
+    cli = request.getfixturevalue("cli") if proxy == "cli" or scoped else None
     import anyio
     from mcp import ClientSession, StdioServerParameters, stdio_client
     server = REPO / "tests" / "mcp" / "payments_server.py"
@@ -70,17 +69,25 @@ def test_proxy_quickstart(tmp_path, proxy, request):
                   "dedupes": False}}}
     # --- end ---
     (tmp_path / "interlock.mcp.json").write_text(json.dumps(config, indent=1))
-    subprocess.run([sys.executable, "-c", "from interlock import Interlock\n"
-                    "with Interlock('.interlock/mcp') as g: g.lease('case-4471', ttl_s=3600)"],
-                   cwd=tmp_path, check=True)
     # --- quickstart: the MCP proxy (command) ---
     command = {
-        "cli": "interlock mcp-proxy --config interlock.mcp.json --lease case-4471 -- "
+        "cli": "interlock mcp-proxy --config interlock.mcp.json -- "
                "python3 payments_server.py --state payments.json",
-        "python": "python3 -m interlock.mcp_proxy --config interlock.mcp.json --lease case-4471 -- "
+        "python": "python3 -m interlock.mcp_proxy --config interlock.mcp.json -- "
                   "python3 payments_server.py --state payments.json",
     }[proxy]
     # --- end ---
+    # --- quickstart: the MCP proxy, scoped by a lease ---
+    grant = "interlock lease grant .interlock/mcp case-4471 --for 48h"
+    scope = "--lease case-4471"
+    # --- end ---
+    lease = "mcp-proxy-standing"
+    if scoped:
+        argv = grant.split()
+        argv[0] = str(cli)
+        subprocess.run(argv, cwd=tmp_path, check=True)
+        command = command.replace(" -- ", f" {scope} -- ")
+        lease = "case-4471"
     argv = command.split()
     argv[0] = sys.executable if proxy == "python" else str(cli)
     argv[argv.index("payments_server.py") - 1:argv.index("payments_server.py") + 1] = [sys.executable, str(server)]
@@ -93,3 +100,7 @@ def test_proxy_quickstart(tmp_path, proxy, request):
                 return await session.call_tool("create_refund", {"order_id": "881", "amount_cents": 2000})
     r = anyio.run(agent)
     assert not r.is_error and r.meta["interlock/outcome"]["state"] == "COMMITTED", r
+    effect_id = r.meta["interlock/outcome"]["effect_id"]
+    entries = [json.loads(line) for line in (tmp_path / ".interlock/mcp/journal.jsonl").read_text().splitlines()]
+    proposed = next(e for e in entries if e["stream"] == f"effect:{effect_id}")
+    assert proposed["proposal"]["authority"] == {"lease": lease}
