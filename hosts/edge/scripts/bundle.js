@@ -65,6 +65,7 @@ const worker :Workerd.Worker = (
     (name = "INTERLOCK_TOKEN", fromEnvironment = "INTERLOCK_TOKEN"),
     (name = "INTERLOCK_TARGETS", fromEnvironment = "INTERLOCK_TARGETS"),
     (name = "INTERLOCK_RECEIPT_KEY", fromEnvironment = "INTERLOCK_RECEIPT_KEY"),
+    (name = "INTERLOCK_STRICT_AUTHORITY", fromEnvironment = "INTERLOCK_STRICT_AUTHORITY"),
     (name = "INTERLOCK_EXPLICIT_SYNC", fromEnvironment = "INTERLOCK_EXPLICIT_SYNC"),
     (name = "MODEL_URL", fromEnvironment = "MODEL_URL"),
     (name = "PAYMENTS_URL", fromEnvironment = "PAYMENTS_URL"),
