@@ -64,6 +64,47 @@ test('no token: 401, the agent never runs', async () => {
   assert.equal(pay.stats.applies, 0);
 });
 
+/** A lease request with exactly this Authorization header (none for null). */
+const withAuthorization = (/** @type {string | null} */ authorization) => fetch(`${w.url}/agents/refund-agent/case-4471/lease`, {
+  method: 'PUT',
+  headers: { 'content-type': 'application/json', ...(authorization === null ? {} : { authorization }) },
+  body: JSON.stringify({ expires_at_ms: FAR }),
+});
+
+test('the token rule is the component\'s (http-api.refusal), as the gate\'s Worker and serve apply it', async () => {
+  // The scheme in any case, one or more spaces before the token (RFC 9110, 11.1).
+  for (const authorization of [`Bearer ${TOKEN}`, `bearer ${TOKEN}`, `BEARER ${TOKEN}`, `Bearer   ${TOKEN}`]) {
+    const r = await withAuthorization(authorization);
+    assert.equal(r.status, 204, `${authorization}: ${await r.text()}`);
+  }
+  for (const authorization of [null, '', `Bearer ${TOKEN}x`, `Bearer${TOKEN}`, `Basic ${TOKEN}`, TOKEN, 'Bearer']) {
+    const r = await withAuthorization(authorization);
+    assert.equal(r.status, 401, String(authorization));
+    assert.equal(r.headers.get('www-authenticate'), 'Bearer');
+    assert.equal((await r.json()).error.kind, 'unauthorized', 'the component\'s answer');
+  }
+  assert.equal(pay.stats.applies, 0);
+});
+
+test('a Worker with no token set refuses every request (the component\'s rule: never served open)', async () => {
+  const open = tempDir();
+  const bare = await startWorkerd({ worker: 'agent', disk: open, env: { INTERLOCK_TOKEN: '', MODEL_URL: model.url, PAYMENTS_URL: pay.base } });
+  try {
+    for (const authorization of [null, 'Bearer ', `Bearer ${TOKEN}`]) {
+      const r = await fetch(`${bare.url}/agents/refund-agent/case-4471/lease`, {
+        method: 'PUT',
+        headers: authorization === null ? {} : { authorization },
+        body: JSON.stringify({ expires_at_ms: FAR }),
+      });
+      assert.equal(r.status, 401, String(authorization));
+      assert.equal((await r.json()).error.kind, 'unauthorized');
+    }
+  } finally {
+    await bare.stop();
+    cleanup(open);
+  }
+});
+
 test('a gated refund tool: refunded once, though the model asks twice', async () => {
   assert.equal((await agent('/lease', { expires_at_ms: FAR })).status, 204);
   const first = await (await agent('', { message: 'refund $20 on order_881' })).json();

@@ -13,9 +13,12 @@
 import SCHEMA from '../../src/schema.js';
 import { Agent, routeAgentRequest } from 'agents';
 import { protectWith } from '../../../node/src/tools-core.js';
-import { gateComponentAsync } from '../../src/load-workerd.js';
-import { Rejected } from '../../../node/src/errors.js';
+import { gateComponent, gateComponentAsync } from '../../src/load-workerd.js';
+import { gateRoot } from '../../../node/src/gate.js';
+import { SystemClock } from '../../../node/src/clock.js';
+import { JournalError, Rejected } from '../../../node/src/errors.js';
 import { SqlJournal } from '../../src/sql-journal.js';
+import { toResponse } from '../../src/api.js';
 
 /** Which tools are effects, and how a call becomes one (ARCHITECTURE.md, "Tool gating"). */
 const GATING = {
@@ -145,12 +148,39 @@ export class RefundAgent extends Agent {
   }
 }
 
+/** A journal the front never has: every call fails (the front only checks the token). */
+const NO_JOURNAL = new Proxy({}, {
+  get: () => () => {
+    throw new JournalError('other', 'the front of the agents holds no journal');
+  },
+});
+
+/** @type {Promise<any> | undefined} the component's http-api, for its token rule only */
+let front;
+
+/**
+ * The component's `http-api`, configured with this Worker's token alone (none set: it
+ * refuses every request; a token it cannot take: it answers 500, saying why).
+ * @param {{ INTERLOCK_TOKEN?: string }} env
+ */
+async function tokenRule(env) {
+  const root = await gateRoot(gateComponent(), { journal: /** @type {any} */ (NO_JOURNAL), clock: new SystemClock() });
+  try {
+    root.httpApi.configure(env.INTERLOCK_TOKEN ? [['INTERLOCK_TOKEN', env.INTERLOCK_TOKEN]] : []);
+  } catch {
+    // Wrong settings: `refusal` answers 500 to every request, saying what is wrong.
+  }
+  return root.httpApi;
+}
+
 export default {
   async fetch(request, env) {
-    // The same front as the gate's Worker: nothing reaches an agent without the token.
-    if (request.headers.get('authorization') !== `Bearer ${env.INTERLOCK_TOKEN}` || !env.INTERLOCK_TOKEN) {
-      return Response.json({ error: { kind: 'unauthorized', message: 'a bearer token is required' } }, { status: 401, headers: { 'www-authenticate': 'Bearer' } });
-    }
+    // The same front as the gate's Worker: nothing reaches an agent without the token, by the
+    // component's rule (`http-api.refusal`: the Bearer scheme in any case, one or more spaces,
+    // the token compared by the gate), never a second copy of it here.
+    front ??= tokenRule(env);
+    const refused = (await front).refusal(request.headers.get('authorization') ?? undefined);
+    if (refused) return toResponse(refused);
     return (await routeAgentRequest(request, env)) ?? Response.json({ error: { kind: 'not-found', message: 'no agent here' } }, { status: 404 });
   },
 };
