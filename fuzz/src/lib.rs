@@ -64,6 +64,7 @@ fn reply_to(ask: &Ask, replies: Replies) -> Reply {
             Reply::Failed("lookup failed".into())
         }
         (Ask::Query { .. }, Replies::Happy) => Reply::NotFound,
+        (Ask::Sleep(_), _) => Reply::Slept,
         (Ask::Done(_), _) => unreachable!("a done step is not answered"),
     }
 }

@@ -90,6 +90,7 @@ fn write_seeds() {
                     (Ask::Apply { .. }, "rejected") => Reply::Rejected("no".into()),
                     (Ask::Apply { .. }, _) => Reply::Applied(r#"{"refund_id":"re_0001"}"#.into()),
                     (Ask::Query { .. }, _) => Reply::NotFound,
+                    (Ask::Sleep(_), _) => Reply::Slept,
                     (Ask::Done(_), _) => unreachable!(),
                 };
                 step = gate.resume(&mut j, T0_MS, step.op, reply).unwrap();

@@ -77,6 +77,7 @@ pub fn native_submit(
             }
             Ask::Apply { .. } => R::Applied(RESULT.into()),
             Ask::Query { .. } => R::Found(RESULT.into()),
+            Ask::Sleep(_) => R::Slept,
         };
         step = gate.resume(j, now_ms, step.op, reply).expect("resume");
     }

@@ -220,6 +220,7 @@ fn step(s: core_::Step) -> t::Step {
             target,
             effect,
         }),
+        core_::Ask::Sleep(ms) => t::Ask::Sleep(ms),
         core_::Ask::Done(o) => t::Ask::Done(outcome(o)),
     };
     t::Step { op: s.op, ask }
@@ -235,6 +236,7 @@ fn reply(r: t::Reply) -> core_::Reply {
         t::Reply::Found(j) => core_::Reply::Found(j),
         t::Reply::NotFound => core_::Reply::NotFound,
         t::Reply::Failed(m) => core_::Reply::Failed(m),
+        t::Reply::Slept => core_::Reply::Slept,
     }
 }
 

@@ -16,10 +16,9 @@ use alloc::vec::Vec;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::defaults::{CLAIM_WAIT_MAX_POLLS, CLAIM_WAIT_POLL_MS};
 use crate::schema::Obj;
 use crate::tools::outcome_json;
-use crate::{Ask, Gate, GateError, Journal, JournalError, Outcome, Reason, Reply, State, Step};
+use crate::{Ask, ClaimWait, Gate, GateError, Journal, JournalError, Outcome, Reply, Step};
 
 /// A request as the server received it. `path` has no query; `body` is the bytes as they
 /// came: decoded here, strictly, as UTF-8 (not UTF-8: 400 `invalid-body`, nothing
@@ -289,6 +288,7 @@ pub fn step_json(s: &Step) -> Value {
     };
     let (ask, request) = match &s.ask {
         Ask::Done(o) => return json!({"op": s.op, "ask": "done", "outcome": outcome_json(o)}),
+        Ask::Sleep(ms) => return json!({"op": s.op, "ask": "sleep", "ms": ms}),
         Ask::Capture {
             effect_id,
             target,
@@ -362,11 +362,13 @@ pub fn reply_of(body: &str) -> Result<Reply, GateError> {
         Some("rejected") => Reply::Rejected(text("rejected")?),
         Some("unknown") => Reply::Unknown(text("unknown")?),
         Some("failed") => Reply::Failed(text("failed")?),
+        Some("slept") if value.is_none() => Reply::Slept,
+        Some("slept") => return Err(invalid("/value", "is not taken by slept")),
         Some("not-found") if value.is_none() => Reply::NotFound,
         Some("not-found") => return Err(invalid("/value", "is not taken by not-found")),
         _ => return Err(invalid(
             "/reply",
-            "is not one of captured, allowed, applied, rejected, unknown, found, not-found, failed",
+            "is not one of captured, allowed, applied, rejected, unknown, found, not-found, failed, slept",
         )),
     })
 }
@@ -538,7 +540,9 @@ pub fn target_request(
             let e = endpoint(name, "lookup", target(name).and_then(|t| t.lookup.as_ref()))?;
             Ok(get(&e, effect_id, effect))
         }
-        Ask::Done(_) => Err(Reply::Failed("the gate is done; nothing to perform".into())),
+        Ask::Done(_) | Ask::Sleep(_) => Err(Reply::Failed(
+            "the gate asks no target request here; nothing to perform".into(),
+        )),
     }
 }
 
@@ -590,6 +594,7 @@ pub fn target_reply(ask: &Ask, answer: Result<&Fetched, &str>) -> Reply {
             Ok(r) => Reply::Failed(format!("lookup: HTTP {}", r.status)),
             Err(m) => Reply::Failed(format!("lookup: {m}")),
         },
+        Ask::Sleep(_) => Reply::Slept,
         Ask::Done(_) => Reply::Failed("the gate is done; nothing to perform".into()),
     }
 }
@@ -679,27 +684,22 @@ enum Job {
     /// `POST .../effects`: the outcome.
     Effects,
     /// `POST .../effects/{id}/recover`.
-    Recover { id: String, polls: u64 },
+    Recover,
     /// `POST .../recover`: one item per open effect.
     RecoverAll {
         ids: Vec<String>,
         at: usize,
-        polls: u64,
         done: Vec<Value>,
     },
 }
 
-enum Wait {
-    /// The target's answer to this gate step.
-    Fetch(Step),
-    /// The end of a wait for a live claim.
-    Sleep,
-}
+/// What a parked request waits for: the target's answer to this gate step, or the end of
+/// the sleep it asks (the gate waiting out a live claim).
+struct Wait(Step);
 
 /// What a finished gate operation leads to.
 enum Flow {
     Respond(Response),
-    Sleep(Job, u64),
     Step(Job, Result<Step, GateError>),
 }
 
@@ -884,25 +884,22 @@ impl Server {
             );
             return done(r);
         };
-        let step = match wait {
-            Wait::Fetch(s) => {
+        let Wait(s) = wait;
+        let reply = match s.ask {
+            Ask::Sleep(_) => Reply::Slept,
+            _ => {
                 let answer = answer.unwrap_or_else(|| Err("no answer was given".into()));
-                let reply = target_reply(&s.ask, answer.as_ref().map_err(String::as_str));
-                self.gate.resume(j, now, s.op, reply)
+                target_reply(&s.ask, answer.as_ref().map_err(String::as_str))
             }
-            Wait::Sleep => match &job {
-                Job::Recover { id, .. } => self.gate.recover(j, now, id),
-                Job::RecoverAll { ids, at, .. } => self.gate.recover(j, now, &ids[*at]),
-                Job::Effects => Err(GateError::UnexpectedReply("nothing was waiting".into())),
-            },
         };
+        let step = self.gate.resume(j, now, s.op, reply);
         self.advance(j, now, job, step)
     }
 
     /// Drops request `id` (its client went away): what the journal holds stays, and an
     /// effect left open is recovered later.
     pub fn abandon(&mut self, id: u64) {
-        if let Some((_, Wait::Fetch(s))) = self.pending.remove(&id) {
+        if let Some((_, Wait(s))) = self.pending.remove(&id) {
             self.gate.cancel(s.op);
         }
     }
@@ -920,13 +917,15 @@ impl Server {
                 Ok(s) => s,
                 Err(ended) => match self.finish(j, now, job, ended) {
                     Flow::Respond(r) => return done(r),
-                    Flow::Sleep(next, ms) => return self.park(next, Wait::Sleep, Next::Sleep(ms)),
                     Flow::Step(next, st) => {
                         (job, step) = (next, st);
                         continue;
                     }
                 },
             };
+            if let Ask::Sleep(ms) = s.ask {
+                return self.park(job, Wait(s), Next::Sleep(ms));
+            }
             let timeout_ms = match &s.ask {
                 Ask::Apply { effect_id, .. } => match self.gate.send_timeout_ms(j, effect_id) {
                     Ok(ms) => ms,
@@ -943,15 +942,15 @@ impl Server {
                 Err(_) => unreachable!("a misconfigured server starts no job"),
             };
             match target_request(targets, &s.ask, timeout_ms) {
-                Ok(fetch) => return self.park(job, Wait::Fetch(s), Next::Fetch(fetch)),
+                Ok(fetch) => return self.park(job, Wait(s), Next::Fetch(fetch)),
                 Err(reply) => step = self.gate.resume(j, now, s.op, reply),
             }
         }
     }
 
-    /// Where a finished gate operation of `job` leads: an answer, a wait for a live claim
-    /// (recovery waits it out, by the gate's defaults, as every host's does), or the next
-    /// effect to recover.
+    /// Where a finished gate operation of `job` leads: an answer, or the next effect to
+    /// recover. (A live claim was waited out already: recovery asks the gate to, with its
+    /// defaults, as every host's recovery does.)
     fn finish(
         &mut self,
         j: &mut dyn Journal,
@@ -959,51 +958,23 @@ impl Server {
         job: Job,
         r: Result<Outcome, GateError>,
     ) -> Flow {
-        let live = |r: &Result<Outcome, GateError>| match r {
-            Ok(o) => (o.state == State::Dispatched && o.reason == Some(Reason::ClaimLive))
-                .then(|| o.retry_after_ms.map_or(CLAIM_WAIT_POLL_MS, |ms| ms + 1)),
-            Err(_) => None,
-        };
         let answer = |r: Result<Outcome, GateError>| match r {
             Ok(o) => Response::json(200, &outcome_json(&o)),
             Err(e) => gate_failure(&e),
         };
         match job {
-            Job::Effects => Flow::Respond(answer(r)),
-            Job::Recover { id, polls } => match live(&r) {
-                Some(ms) if polls < CLAIM_WAIT_MAX_POLLS => Flow::Sleep(
-                    Job::Recover {
-                        id,
-                        polls: polls + 1,
-                    },
-                    ms,
-                ),
-                _ => Flow::Respond(answer(r)),
-            },
-            Job::RecoverAll {
-                ids,
-                at,
-                polls,
-                mut done,
-            } => {
-                if let Some(ms) = live(&r).filter(|_| polls < CLAIM_WAIT_MAX_POLLS) {
-                    let next = Job::RecoverAll {
-                        ids,
-                        at,
-                        polls: polls + 1,
-                        done,
-                    };
-                    return Flow::Sleep(next, ms);
-                }
+            Job::Effects | Job::Recover => Flow::Respond(answer(r)),
+            Job::RecoverAll { ids, at, mut done } => {
                 done.push(recover_json(r, &ids[at]));
                 if at + 1 == ids.len() {
                     return Flow::Respond(Response::json(200, &Value::Array(done)));
                 }
-                let first = self.gate.recover(j, now, &ids[at + 1]);
+                let first = self
+                    .gate
+                    .recover_waiting(j, now, &ids[at + 1], ClaimWait::default());
                 let next = Job::RecoverAll {
                     ids,
                     at: at + 1,
-                    polls: 0,
                     done,
                 };
                 Flow::Step(next, first)
@@ -1102,23 +1073,20 @@ impl Server {
                 )))
             }
             ("POST", ["effects", id, "recover"]) => {
-                let first = self.gate.recover(j, now, id);
-                let job = Job::Recover {
-                    id: String::from(*id),
-                    polls: 0,
-                };
-                Ok(Routed::Start(job, first))
+                let first = self.gate.recover_waiting(j, now, id, ClaimWait::default());
+                Ok(Routed::Start(Job::Recover, first))
             }
             ("POST", ["recover"]) => {
                 let ids = self.gate.open_effects(j)?;
                 if ids.is_empty() {
                     return ok(json!([]));
                 }
-                let first = self.gate.recover(j, now, &ids[0]);
+                let first = self
+                    .gate
+                    .recover_waiting(j, now, &ids[0], ClaimWait::default());
                 let job = Job::RecoverAll {
                     ids,
                     at: 0,
-                    polls: 0,
                     done: Vec::new(),
                 };
                 Ok(Routed::Start(job, first))

@@ -12,6 +12,7 @@ extern crate std;
 mod authority;
 mod canon;
 pub mod defaults;
+pub mod effects;
 mod entry;
 mod gate;
 pub mod http_api;

@@ -120,6 +120,9 @@ pub enum Ask {
         target: String,
         effect: String,
     },
+    /// Wait this many ms, then resume with [`Reply::Slept`]: another worker's claim on the
+    /// effect is live (asked only by [`crate::Gate::recover_waiting`]).
+    Sleep(u64),
     Done(Outcome),
 }
 
@@ -140,6 +143,8 @@ pub enum Reply {
     Found(String),
     NotFound,
     Failed(String),
+    /// The host waited as [`Ask::Sleep`] asked.
+    Slept,
 }
 
 impl Reply {
@@ -153,6 +158,25 @@ impl Reply {
             Reply::Found(_) => "found",
             Reply::NotFound => "not-found",
             Reply::Failed(_) => "failed",
+            Reply::Slept => "slept",
+        }
+    }
+}
+
+/// How recovery waits out another worker's live claim: every `retry_after_ms` the gate
+/// gives (or `poll_ms` when it gives none), at most `max_polls` times; then the effect is
+/// reported open (`claim_live`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClaimWait {
+    pub poll_ms: u64,
+    pub max_polls: u64,
+}
+
+impl Default for ClaimWait {
+    fn default() -> Self {
+        ClaimWait {
+            poll_ms: crate::defaults::CLAIM_WAIT_POLL_MS,
+            max_polls: crate::defaults::CLAIM_WAIT_MAX_POLLS,
         }
     }
 }

@@ -60,6 +60,10 @@ impl World {
         loop {
             let reply = match step.ask {
                 Ask::Done(o) => return Some(o),
+                Ask::Sleep(ms) => {
+                    self.now += ms;
+                    Reply::Slept
+                }
                 Ask::Capture {
                     effect_id, names, ..
                 } => {
@@ -948,4 +952,60 @@ fn expiries_are_judged_by_the_latest_clock_the_skew_allows() {
             assert_eq!(w.refunded(), 0);
         }
     }
+}
+
+/// Recovery that waits out a live claim: the gate asks the host to sleep (the claim's
+/// remaining time + 1 ms: a claim is live until strictly after its deadline), then acts;
+/// with no polls left it reports the effect open, `claim_live`. The host only sleeps.
+#[test]
+fn recovery_waits_out_a_live_claim_by_asking_the_host_to_sleep() {
+    use interlock_core::{ClaimWait, GateError};
+    let mut w = World::new(Tier::TWO);
+    assert!(w.submit(2000, Some(Crash::AfterCommit)).is_none());
+    let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+    w.gate = Gate::new(); // a new process, right after the crash: the 1 s claim is live
+    let first = w
+        .gate
+        .recover_waiting(&mut w.j, w.now, &id, ClaimWait::default())
+        .unwrap();
+    let Ask::Sleep(ms) = first.ask else {
+        panic!("acted under a live claim: {first:?}")
+    };
+    assert_eq!(ms, 1001, "the claim's remaining 1000 ms, plus 1");
+    // Asked anything but `slept`, the sleep still waits.
+    assert!(matches!(
+        w.gate.resume(&mut w.j, w.now, first.op, Reply::NotFound),
+        Err(GateError::UnexpectedReply(_))
+    ));
+    let o = w.drive(first, None).unwrap();
+    assert_eq!((o.state, o.executed), (State::Committed, Executed::Yes));
+    assert_eq!(w.pay.refund_count(), 1);
+
+    // No polls left: the live claim is reported, nothing written.
+    let mut w = World::new(Tier::TWO);
+    assert!(w.submit(2000, Some(Crash::AfterCommit)).is_none());
+    let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+    w.gate = Gate::new();
+    let none = ClaimWait {
+        poll_ms: 200,
+        max_polls: 0,
+    };
+    let step = w.gate.recover_waiting(&mut w.j, w.now, &id, none).unwrap();
+    let Ask::Done(o) = step.ask else {
+        panic!("{step:?}")
+    };
+    assert_eq!(
+        (o.state, o.reason, o.retry_after_ms),
+        (State::Dispatched, Some(Reason::ClaimLive), Some(1000))
+    );
+    // A cancelled sleep is gone.
+    let step = w
+        .gate
+        .recover_waiting(&mut w.j, w.now, &id, ClaimWait::default())
+        .unwrap();
+    w.gate.cancel(step.op);
+    assert!(matches!(
+        w.gate.resume(&mut w.j, w.now, step.op, Reply::Slept),
+        Err(GateError::UnknownOperation(_))
+    ));
 }

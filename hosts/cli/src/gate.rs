@@ -199,6 +199,10 @@ impl GateHost {
         loop {
             let reply = match &step.ask {
                 Ask::Done(outcome) => return Ok(outcome.clone()),
+                Ask::Sleep(ms) => {
+                    self.clock.sleep(*ms);
+                    Reply::Slept
+                }
                 Ask::Capture(req) => targets.capture(req),
                 Ask::Authorize(req) => targets.authorize(req),
                 Ask::Apply(req) => {

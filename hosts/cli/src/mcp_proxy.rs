@@ -182,6 +182,10 @@ impl Proxy {
         let config = &self.shared.config;
         match &step.ask {
             Ask::Done(_) => unreachable!("a done step is not asked"),
+            Ask::Sleep(ms) => {
+                tokio::time::sleep(Duration::from_millis(*ms)).await;
+                Reply::Slept
+            }
             Ask::Capture(r) => {
                 let read = self.gate(|g| g.tools().premise_call(config, &r.target, &r.effect));
                 let Ok(Some((tool, args))) = read else {

@@ -232,6 +232,7 @@ impl World {
             },
         };
         match &step.ask {
+            Ask::Sleep(_) => unreachable!("the simulation's recoveries never wait (recover)"),
             Ask::Done(out) => {
                 self.log(format!(
                     "worker {w}: {} {} reason {:?} executed {:?}{}",
@@ -286,6 +287,7 @@ impl World {
         };
         let faults = self.faults_on;
         match ask {
+            Ask::Sleep(_) => unreachable!("the simulation's recoveries never wait (recover)"),
             Ask::Capture {
                 effect_id,
                 effect,
@@ -506,6 +508,7 @@ fn ask_name(a: &Ask) -> String {
         Ask::Authorize { .. } => "authorize".into(),
         Ask::Apply { attempt, .. } => format!("apply attempt {attempt}"),
         Ask::Query { .. } => "query".into(),
+        Ask::Sleep(ms) => format!("sleep {ms} ms"),
         Ask::Done(_) => "done".into(),
     }
 }

@@ -74,6 +74,7 @@ fn drive(
     loop {
         let reply = match &s.ask {
             Ask::Done(_) => return,
+            Ask::Sleep(_) => Reply::Slept,
             Ask::Capture {
                 effect_id,
                 effect,

@@ -53,6 +53,7 @@ impl Worker {
     ) -> Result<Option<Outcome>, GateError> {
         loop {
             let reply = match step.ask {
+                Ask::Sleep(_) => Reply::Slept,
                 Ask::Done(o) => return Ok(Some(o)),
                 Ask::Capture {
                     effect_id,

@@ -56,6 +56,17 @@ pub struct Gate {
     /// Strict authority: a proposal must name its lease or approval. Otherwise one that
     /// names none runs under its agent's standing lease, granted (recorded) at first use.
     strict: bool,
+    /// Recoveries that wait out a live claim (`recover_waiting`), by the operation that
+    /// carries them now: a gate step in progress, or a sleep.
+    settling: BTreeMap<u64, Settling>,
+}
+
+/// A recovery that waits out another worker's live claim.
+#[derive(Clone, Debug)]
+struct Settling {
+    effect: String,
+    polls: u64,
+    wait: ClaimWait,
 }
 
 impl Gate {
@@ -194,6 +205,60 @@ impl Gate {
         self.start(j, now_ms, op, Ctx::new(effect_id.into(), p, stream))
     }
 
+    /// [`Gate::recover`], waiting out another worker's live claim: while the effect's claim
+    /// is live the gate asks the host to sleep ([`Ask::Sleep`], the claim's remaining time
+    /// plus 1 ms, since a claim is live until strictly after its deadline) and then
+    /// recovers again, at most `wait.max_polls` times; then it reports the effect open
+    /// (`claim_live`). A host only sleeps when told: the rule lives here.
+    pub fn recover_waiting(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        effect_id: &str,
+        wait: ClaimWait,
+    ) -> Result<Step, GateError> {
+        let step = self.recover(j, now_ms, effect_id)?;
+        Ok(self.settle(
+            step,
+            Settling {
+                effect: effect_id.into(),
+                polls: 0,
+                wait,
+            },
+        ))
+    }
+
+    /// The next step of a waiting recovery: a sleep instead of a `claim_live` outcome while
+    /// polls remain; any other step is followed.
+    fn settle(&mut self, step: Step, s: Settling) -> Step {
+        match &step.ask {
+            Ask::Done(o)
+                if o.state == State::Dispatched
+                    && o.reason == Some(Reason::ClaimLive)
+                    && s.polls < s.wait.max_polls =>
+            {
+                let ms = o.retry_after_ms.map_or(s.wait.poll_ms, |ms| ms + 1);
+                let op = self.take_op_id();
+                self.settling.insert(
+                    op,
+                    Settling {
+                        polls: s.polls + 1,
+                        ..s
+                    },
+                );
+                Step {
+                    op,
+                    ask: Ask::Sleep(ms),
+                }
+            }
+            Ask::Done(_) => step,
+            _ => {
+                self.settling.insert(step.op, s);
+                step
+            }
+        }
+    }
+
     pub fn open_effects(&self, j: &mut dyn Journal) -> Result<Vec<String>, GateError> {
         Ok(j.open_streams()?
             .into_iter()
@@ -203,9 +268,44 @@ impl Gate {
 
     pub fn cancel(&mut self, op: u64) {
         self.ops.remove(&op);
+        self.settling.remove(&op);
     }
 
     pub fn resume(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        op: u64,
+        reply: Reply,
+    ) -> Result<Step, GateError> {
+        let Some(s) = self.settling.remove(&op) else {
+            return self.resume_op(j, now_ms, op, reply);
+        };
+        if self.ops.contains_key(&op) {
+            // A step of a waiting recovery: followed, and its end settled again.
+            return match self.resume_op(j, now_ms, op, reply) {
+                Ok(step) => Ok(self.settle(step, s)),
+                Err(e) => {
+                    if self.ops.contains_key(&op) {
+                        self.settling.insert(op, s); // the step still waits for its reply
+                    }
+                    Err(e)
+                }
+            };
+        }
+        // A sleep: once slept, recover again.
+        if reply != Reply::Slept {
+            let got = reply.kind();
+            self.settling.insert(op, s);
+            return Err(GateError::UnexpectedReply(format!(
+                "operation {op} waits for slept, got {got}"
+            )));
+        }
+        let step = self.recover(j, now_ms, &s.effect)?;
+        Ok(self.settle(step, s))
+    }
+
+    fn resume_op(
         &mut self,
         j: &mut dyn Journal,
         now_ms: u64,

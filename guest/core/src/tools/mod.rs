@@ -635,6 +635,8 @@ pub fn reply(tool: &str, o: &Outcome) -> ToolReply {
 
 /// The same functions with JSON text in and out (the component's exports): a call is
 /// `(tool, canonical JSON of its arguments)`.
+pub mod session;
+
 pub mod text {
     use super::*;
 

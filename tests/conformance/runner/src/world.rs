@@ -52,6 +52,7 @@ pub fn ask_json(ask: &Ask) -> (&'static str, Value) {
             json!({"effect_id": r.effect_id, "target": r.target, "effect": r.effect}),
         ),
         Ask::Done(o) => ("done", json!({"effect_id": o.effect_id})),
+        Ask::Sleep(ms) => ("sleep", json!({"ms": ms})),
     }
 }
 
@@ -66,6 +67,7 @@ fn reply_json(reply: &Reply) -> Value {
         Reply::Found(j) => ("found", json!(j)),
         Reply::NotFound => ("not-found", Value::Null),
         Reply::Failed(s) => ("failed", json!(s)),
+        Reply::Slept => ("slept", Value::Null),
     };
     json!({"tag": tag, "val": val})
 }
@@ -149,6 +151,7 @@ impl World {
                 assert_eq!(r.target, PAYMENTS, "the gate asked for an unrouted target");
                 reply(self.payments.query(&r.effect_id, &r.effect))
             }
+            Ask::Sleep(_) => unreachable!("the runner's recoveries never wait (recover)"),
             Ask::Done(_) => unreachable!("a done step asks nothing"),
         };
         let (name, request) = ask_json(ask);

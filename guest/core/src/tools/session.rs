@@ -1,0 +1,506 @@
+//! The tool-gating loop as a sans-IO machine: the loop every host ran around the gate (the
+//! MCP proxies, `protect()`, the framework bindings) written once. A host only calls the
+//! tool it is told, with the arguments it is told, and hands back what came back; or sleeps
+//! when told. Which tool answers what, what an answer means, the messages to the model:
+//! all here.
+//!
+//! One gated call: the premise tool is read (when the configuration names one), the
+//! proposal is made from the call and that answer, and the gate's steps become tool calls:
+//! a re-check calls the premise tool again on the recorded effect, a send calls the tool
+//! itself with the gate's idempotency key, a lookup calls the lookup tool. A call that
+//! cannot be proposed (a bad argument, a premise read that failed) ends before the gate is
+//! asked, nothing recorded.
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use serde_json::{json, Value};
+
+use super::{mcp_answer, reply, ToolCall, ToolReply, ToolsConfig};
+use crate::canon::canonical;
+use crate::journal::Journal;
+use crate::proposal::parse_input;
+use crate::types::{Ask, ClaimWait, GateError, Outcome, Reply, Step};
+use crate::Gate;
+
+/// How the host's tools answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Results {
+    /// An MCP `CallToolResult` (its `isError` is the tool refusing).
+    Mcp,
+    /// A plain function's return value as JSON.
+    Plain,
+}
+
+/// What a tool the host called did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolAnswer {
+    /// It answered: an MCP `CallToolResult`, or a plain function's value (JSON text).
+    Returned(String),
+    /// A plain function said it refused and applied nothing (it raised the host's
+    /// `Rejected`).
+    Refused(String),
+    /// No answer: it raised, the connection was lost, it timed out.
+    Failed(String),
+    /// The host slept as [`ToolNext::Sleep`] asked.
+    Slept,
+}
+
+/// What the host does next for a gated call (or a recovery).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolNext {
+    /// Call `call.tool` with `call.arguments` (a JSON object), then `resume(id, answer)`.
+    /// `timeout_ms`: a send; give up waiting after this long and answer `Failed` (its fate
+    /// is then unknown, and the gate settles it by the tool's tier).
+    Call {
+        id: u64,
+        call: ToolCall,
+        timeout_ms: Option<u64>,
+    },
+    /// Wait this long (another worker's send is still in flight), then `resume(id, Slept)`.
+    Sleep { id: u64, ms: u64 },
+    /// The call is over: what to answer the model.
+    Done(ToolDone),
+}
+
+/// How a gated call ended.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDone {
+    pub tool: String,
+    /// The answer for the model: `message` as text, `is_error` unless it happened, and
+    /// `outcome` (the gate's outcome as JSON, or `{"error": ...}` when the call ended
+    /// before the gate was asked, nothing recorded).
+    pub reply: ToolReply,
+    /// The gate's outcome, when the gate was asked.
+    pub outcome: Option<Outcome>,
+}
+
+/// What a call waits for.
+#[derive(Clone, Debug)]
+enum Pending {
+    /// The premise read a new call's proposal needs.
+    PremiseRead { tool: String, arguments: Value },
+    /// A gate step performed as a tool call (or a sleep).
+    Step { tool: String, step: Step },
+}
+
+/// The machine: one configuration, the agent, the host's authority, and the calls in
+/// progress.
+#[derive(Debug)]
+pub struct ToolSession {
+    config: ToolsConfig,
+    agent: String,
+    authority: Option<Value>,
+    results: Results,
+    wait: ClaimWait,
+    pending: BTreeMap<u64, Pending>,
+    next_id: u64,
+}
+
+/// A session's options (hosts give them once, at start).
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub agent: String,
+    /// The host's authority for gated tools whose configuration names none.
+    pub authority: Option<Value>,
+    /// Strict authority: a gated tool with no authority at all is refused at start.
+    pub strict: bool,
+    pub results: Results,
+    pub wait: ClaimWait,
+}
+
+/// What a configured session says at start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Started {
+    /// The tools it gates; every other tool passes through untouched.
+    pub gated: Vec<String>,
+    /// The gated tools that run under the agent's standing lease (the host prints
+    /// `standing_notice` once when there are any).
+    pub standing: Vec<String>,
+}
+
+impl ToolSession {
+    /// Checks the configuration and the authority (every problem at its JSON pointer).
+    pub fn start(config: &str, options: Options) -> Result<(ToolSession, Started), GateError> {
+        let parsed = ToolsConfig::parse(config)?;
+        let standing = parsed.check_authority(options.authority.as_ref(), options.strict)?;
+        crate::defaults::standing_lease_name(&options.agent)?;
+        let started = Started {
+            gated: parsed.gated(),
+            standing,
+        };
+        Ok((
+            ToolSession {
+                config: parsed,
+                agent: options.agent,
+                authority: options.authority,
+                results: options.results,
+                wait: options.wait,
+                pending: BTreeMap::new(),
+                next_id: 0,
+            },
+            started,
+        ))
+    }
+
+    pub fn config(&self) -> &ToolsConfig {
+        &self.config
+    }
+
+    /// One gated call of `tool` with `arguments` (a JSON object as text).
+    pub fn call(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        tool: &str,
+        arguments: &str,
+    ) -> Result<ToolNext, GateError> {
+        let args = match parse_input(arguments, "/arguments") {
+            Ok(a) => a,
+            Err(e) => return Ok(self.refused(tool, &e)),
+        };
+        match self.config.premise_call(tool, &args) {
+            Err(e) => Ok(self.refused(tool, &e)),
+            Ok(Some(read)) => Ok(self.ask(
+                Pending::PremiseRead {
+                    tool: tool.into(),
+                    arguments: args,
+                },
+                read,
+                None,
+            )),
+            Ok(None) => self.propose(gate, j, now_ms, tool, &args, None),
+        }
+    }
+
+    /// Recovers one open effect of a gated tool, waiting out a live claim.
+    pub fn recover(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        effect_id: &str,
+    ) -> Result<ToolNext, GateError> {
+        let step = gate.recover_waiting(j, now_ms, effect_id, self.wait)?;
+        // The target of an effect of tool gating is its tool.
+        let tool = match &step.ask {
+            Ask::Capture { target, .. }
+            | Ask::Authorize { target, .. }
+            | Ask::Apply { target, .. }
+            | Ask::Query { target, .. } => target.clone(),
+            Ask::Sleep(_) | Ask::Done(_) => String::new(),
+        };
+        self.follow(gate, j, now_ms, tool, step)
+    }
+
+    /// Continues call `id` with what its tool did.
+    pub fn resume(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        id: u64,
+        answer: ToolAnswer,
+    ) -> Result<ToolNext, GateError> {
+        let pending = self
+            .pending
+            .remove(&id)
+            .ok_or(GateError::UnknownOperation(id))?;
+        match pending {
+            Pending::PremiseRead { tool, arguments } => {
+                let read = match self.value(answer) {
+                    Ok(v) => v,
+                    Err(why) => return Ok(self.unread(&tool, &why)),
+                };
+                self.propose(gate, j, now_ms, &tool, &arguments, Some(read))
+            }
+            Pending::Step { tool, step } => {
+                let reply = self.reply_to(&tool, &step.ask, answer);
+                let next = gate.resume(j, now_ms, step.op, reply)?;
+                self.follow(gate, j, now_ms, tool, next)
+            }
+        }
+    }
+
+    /// Drops call `id` (the host will not finish it): what is durable stays, and recovery
+    /// resumes the effect once its claim expires.
+    pub fn cancel(&mut self, gate: &mut Gate, id: u64) {
+        if let Some(Pending::Step { step, .. }) = self.pending.remove(&id) {
+            gate.cancel(step.op);
+        }
+    }
+
+    fn propose(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        tool: &str,
+        args: &Value,
+        premises: Option<Value>,
+    ) -> Result<ToolNext, GateError> {
+        let proposal = match self.config.proposal(
+            tool,
+            args,
+            premises.as_ref(),
+            &self.agent,
+            self.authority.as_ref(),
+        ) {
+            Ok(p) => p,
+            Err(e) => return Ok(self.refused(tool, &e)),
+        };
+        match gate.submit(j, now_ms, &proposal) {
+            Ok(step) => self.follow(gate, j, now_ms, tool.into(), step),
+            // Refused as input (strict authority, say): nothing was recorded.
+            Err(e @ (GateError::InvalidField { .. } | GateError::InvalidJson(_))) => {
+                Ok(self.refused(tool, &e))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Turns gate steps into tool calls until one needs the host.
+    fn follow(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        tool: String,
+        mut step: Step,
+    ) -> Result<ToolNext, GateError> {
+        loop {
+            let call = match &step.ask {
+                Ask::Done(o) => {
+                    let r = reply(&tool, o);
+                    return Ok(ToolNext::Done(ToolDone {
+                        tool,
+                        reply: r,
+                        outcome: Some(o.clone()),
+                    }));
+                }
+                Ask::Sleep(ms) => {
+                    let (id, ms) = (self.take_id(), *ms);
+                    self.pending.insert(id, Pending::Step { tool, step });
+                    return Ok(ToolNext::Sleep { id, ms });
+                }
+                // A tool's authority is a lease or an approval, never a host check.
+                Ask::Authorize { .. } => Err(Reply::Failed(
+                    "tool gating installs no host authority check".into(),
+                )),
+                Ask::Capture { target, effect, .. } => {
+                    self.recorded(target, effect).and_then(|e| {
+                        // The recorded effect is the call's arguments less the idempotency
+                        // argument: the same effect id, the same premise read.
+                        match self.config.premise_call(target, &e) {
+                            Ok(Some(c)) => Ok((c, None)),
+                            Ok(None) => Err(Reply::Failed(format!("{target} has no premise tool"))),
+                            Err(err) => Err(Reply::Failed(err.to_string())),
+                        }
+                    })
+                }
+                Ask::Apply {
+                    target,
+                    effect,
+                    idempotency_key,
+                    effect_id,
+                    ..
+                } => self.recorded(target, effect).and_then(|e| {
+                    let timeout = gate
+                        .send_timeout_ms(j, effect_id)
+                        .map_err(|err| Reply::Unknown(err.to_string()))?;
+                    match self.config.send_call(target, &e, idempotency_key) {
+                        Ok(c) => Ok((c, Some(timeout))),
+                        // Nothing can have been sent: the call was never made.
+                        Err(err) => Err(Reply::Rejected(err.to_string())),
+                    }
+                }),
+                Ask::Query {
+                    target,
+                    effect,
+                    effect_id,
+                } => self.recorded(target, effect).and_then(|e| {
+                    match self.config.lookup_call(target, effect_id, &e) {
+                        Ok(Some(c)) => Ok((c, None)),
+                        Ok(None) => Err(Reply::Failed(format!("{target} has no lookup tool"))),
+                        Err(err) => Err(Reply::Failed(err.to_string())),
+                    }
+                }),
+            };
+            match call {
+                Ok((call, timeout_ms)) => {
+                    let id = self.take_id();
+                    self.pending.insert(id, Pending::Step { tool, step });
+                    return Ok(ToolNext::Call {
+                        id,
+                        call,
+                        timeout_ms,
+                    });
+                }
+                Err(reply) => step = gate.resume(j, now_ms, step.op, reply)?,
+            }
+        }
+    }
+
+    /// The recorded effect of a step, as a JSON value.
+    fn recorded(&self, target: &str, effect: &str) -> Result<Value, Reply> {
+        serde_json::from_str(effect)
+            .map_err(|e| Reply::Failed(format!("the recorded effect of {target}: {e}")))
+    }
+
+    /// What a tool's answer means for the step it answers.
+    fn reply_to(&self, tool: &str, ask: &Ask, answer: ToolAnswer) -> Reply {
+        match ask {
+            Ask::Sleep(_) => match answer {
+                ToolAnswer::Slept => Reply::Slept,
+                other => Reply::Failed(format!("waited for a sleep, got {other:?}")),
+            },
+            Ask::Capture { target, .. } => match self.value(answer) {
+                Ok(v) => match self.config.premises(target, &v) {
+                    Ok(p) => Reply::Captured(canonical(&p)),
+                    Err(e) => Reply::Failed(e.to_string()),
+                },
+                Err(why) => Reply::Failed(why),
+            },
+            Ask::Apply { .. } => match answer {
+                ToolAnswer::Returned(text) => match self.results {
+                    Results::Plain => match serde_json::from_str::<Value>(&text) {
+                        Ok(v) => Reply::Applied(canonical(&v)),
+                        Err(e) => Reply::Unknown(format!("{tool} answered no JSON: {e}")),
+                    },
+                    Results::Mcp => match read_mcp(&text) {
+                        // The tool's own error: it refused, and applied nothing.
+                        Ok((true, v)) => Reply::Rejected(canonical(&v)),
+                        Ok((false, v)) => Reply::Applied(canonical(&v)),
+                        Err(why) => Reply::Unknown(why),
+                    },
+                },
+                ToolAnswer::Refused(m) => Reply::Rejected(m),
+                ToolAnswer::Failed(m) => Reply::Unknown(m),
+                ToolAnswer::Slept => Reply::Unknown("the send was answered with a sleep".into()),
+            },
+            Ask::Query { target, .. } => match self.value(answer) {
+                Ok(v) => match self.config.found(target, &v) {
+                    Ok(true) => Reply::Found(canonical(&v)),
+                    Ok(false) => Reply::NotFound,
+                    Err(e) => Reply::Failed(e.to_string()),
+                },
+                Err(why) => Reply::Failed(why),
+            },
+            Ask::Authorize { .. } | Ask::Done(_) => {
+                Reply::Failed("nothing was asked of a tool here".into())
+            }
+        }
+    }
+
+    /// A read's answer as a value, or why there is none (the tool's error, no answer).
+    fn value(&self, answer: ToolAnswer) -> Result<Value, String> {
+        match answer {
+            ToolAnswer::Returned(text) => match self.results {
+                Results::Plain => serde_json::from_str(&text).map_err(|e| format!("no JSON: {e}")),
+                Results::Mcp => match read_mcp(&text)? {
+                    (true, v) => Err(format!("answered an error: {}", canonical(&v))),
+                    (false, v) => Ok(v),
+                },
+            },
+            ToolAnswer::Refused(m) | ToolAnswer::Failed(m) => Err(m),
+            ToolAnswer::Slept => Err("answered with a sleep".into()),
+        }
+    }
+
+    fn ask(&mut self, pending: Pending, call: ToolCall, timeout_ms: Option<u64>) -> ToolNext {
+        let id = self.take_id();
+        self.pending.insert(id, pending);
+        ToolNext::Call {
+            id,
+            call,
+            timeout_ms,
+        }
+    }
+
+    fn take_id(&mut self) -> u64 {
+        self.next_id += 1;
+        self.next_id
+    }
+
+    /// A call refused before the gate was asked: nothing recorded, nothing sent.
+    fn refused(&self, tool: &str, e: &GateError) -> ToolNext {
+        let detail = match e {
+            GateError::InvalidField { field, problem } => {
+                json!({"kind": "invalid_field", "field": field, "problem": problem})
+            }
+            other => json!({"kind": "gate_error", "message": other.to_string()}),
+        };
+        done_before_gate(
+            tool,
+            format!(
+                "{tool} was NOT done and nothing was recorded: {}. Fix the call and try again.",
+                describe(e)
+            ),
+            detail,
+        )
+    }
+
+    /// A call whose premise read failed: nothing recorded, nothing sent.
+    fn unread(&self, tool: &str, why: &str) -> ToolNext {
+        let premise_tool = self
+            .config
+            .premise_tool(tool)
+            .unwrap_or_else(|| "the premise tool".into());
+        let m = format!("{premise_tool} {why}");
+        done_before_gate(
+            tool,
+            format!(
+                "{tool} was NOT done and nothing was recorded: the facts it rests on could not be read ({m}). Try again later."
+            ),
+            json!({"kind": "premise_read_failed", "message": m}),
+        )
+    }
+}
+
+fn done_before_gate(tool: &str, message: String, detail: Value) -> ToolNext {
+    ToolNext::Done(ToolDone {
+        tool: tool.into(),
+        reply: ToolReply {
+            is_error: true,
+            message,
+            outcome: json!({ "error": detail }),
+        },
+        outcome: None,
+    })
+}
+
+/// A gate error for the model (the same words in every host).
+pub fn describe(e: &GateError) -> String {
+    match e {
+        GateError::InvalidJson(m) => format!("the input is not JSON: {m}"),
+        GateError::InvalidField { field, problem } => {
+            let at = if field.is_empty() {
+                "its top level"
+            } else {
+                field
+            };
+            format!("invalid input at {at}: {problem}")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// An MCP `CallToolResult` as (is it the tool's error, its answer).
+fn read_mcp(text: &str) -> Result<(bool, Value), String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("no JSON: {e}"))?;
+    let a = mcp_answer(&v).map_err(|e| format!("not a tool result: {e}"))?;
+    Ok((a.is_error, a.value))
+}
+
+impl ToolsConfig {
+    /// The name of `tool`'s premise tool, if it has one.
+    fn premise_tool(&self, tool: &str) -> Option<String> {
+        self.spec_of(tool)
+            .ok()
+            .and_then(|s| s.premises.as_ref().map(|(m, _)| m.tool.clone()))
+    }
+}
+
+#[cfg(test)]
+mod tests;
