@@ -191,7 +191,7 @@ impl Stream {
     ) -> Result<(), JournalError> {
         // The copy in memory is a chain without gaps, or the batch would be sealed onto the
         // wrong place: its last entry sits at position len - 1 and its hash is the head.
-        debug_assert_eq!(
+        assert_eq!(
             self.last()
                 .and_then(|e| e.get("seq"))
                 .and_then(Value::as_u64)
@@ -200,7 +200,7 @@ impl Stream {
             "{}: the last entry is not at the end",
             self.name
         );
-        debug_assert_eq!(
+        assert_eq!(
             self.last()
                 .and_then(|e| e.get("hash"))
                 .and_then(Value::as_str)

@@ -61,7 +61,7 @@ impl Gate {
                 Ok(Step { op, ask })
             }
             Action::CommitFound => {
-                debug_assert!(ctx.found.is_some(), "only a lookup that found it commits");
+                assert!(ctx.found.is_some(), "only a lookup that found it commits");
                 let result: Value = serde_json::from_str(ctx.found.as_deref().unwrap_or("null"))
                     .unwrap_or(Value::Null);
                 if let Some(theirs) = self.close(

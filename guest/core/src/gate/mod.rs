@@ -173,7 +173,7 @@ impl Gate {
         op: u64,
         ctx: Ctx,
     ) -> Result<Step, GateError> {
-        debug_assert!(
+        assert!(
             !is_closed(&ctx.stream),
             "a closed effect is replayed, never walked"
         );

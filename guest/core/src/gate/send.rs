@@ -71,18 +71,18 @@ impl Gate {
         }
         // Never send blind: in this very operation authority and premises were read again
         // and held, and so did the host's own check when the proposal asks for one.
-        debug_assert_eq!(
+        assert_eq!(
             ctx.recheck,
             Recheck::Holds,
             "{}: send without re-check",
             ctx.id
         );
-        debug_assert!(
+        assert!(
             ctx.checks.contains_key("premises_held"),
             "{}: send without a premise read",
             ctx.id
         );
-        debug_assert!(
+        assert!(
             !ctx.proposal.host_check || ctx.checks.contains_key("host_check"),
             "{}: send without the host check",
             ctx.id
@@ -116,8 +116,8 @@ impl Gate {
         f: Map<String, Value>,
         durable: bool,
     ) -> Result<Option<Outcome>, GateError> {
-        debug_assert!(state.is_terminal(), "{}: close to {state:?}", ctx.id);
-        debug_assert!(
+        assert!(state.is_terminal(), "{}: close to {state:?}", ctx.id);
+        assert!(
             !is_closed(&ctx.stream),
             "{}: an operation closes its effect once",
             ctx.id
