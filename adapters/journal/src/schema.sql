@@ -1,6 +1,6 @@
 -- The Interlock journal in SQL: one schema for SQLite and PostgreSQL, and for every host
--- (the Rust crate interlock-sql-journal includes this file; README.md beside it is the
--- contract in prose).
+-- (the SQL journal of adapters/journal, which runs inside the gate component, includes
+-- this file; adapters/sql-journal/README.md is the contract in prose).
 --
 -- Dialect differences, the only ones:
 --   The type of interlock_streams.position, written below as the token position_key in
