@@ -1,7 +1,7 @@
 //! Group commit: durable appends from many threads share one `fdatasync`.
 //!
 //! All streams live in one file, so a single `fdatasync` makes every byte written before it
-//! started durable. Writers append under the journal's lock, then wait here *without* it
+//! started durable. Writers append under the store's lock, then wait here *without* it
 //! for the file to be synced past the end of their append. One waiter at a time (the
 //! leader) runs `fdatasync`, covering everything written when it started; the others
 //! (followers) sleep until a sync covers them, and the first one a finished sync does not
@@ -22,12 +22,12 @@ struct SyncState {
     failed: Option<String>,
 }
 
-/// The sync side of one open journal file, shared by every thread appending to it.
+/// The sync side of one open file, shared by every thread appending to it.
 #[derive(Debug)]
 pub(crate) struct GroupCommit {
-    /// A second descriptor of `journal.jsonl`: `fdatasync` works on the file, not the fd.
+    /// A second descriptor of the file: `fdatasync` works on the file, not the fd.
     file: File,
-    /// End of the last complete append (whole batches only; raised after `write_all`).
+    /// End of the last complete append (whole batches only; raised after the write).
     written: AtomicU64,
     state: Mutex<SyncState>,
     covered: Condvar,
@@ -56,10 +56,17 @@ impl GroupCommit {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Records that every byte before `end` is written (called under the journal's lock,
-    /// after the append's `write_all` returned).
+    /// Records that every byte before `end` is written (called under the store's lock,
+    /// after the append's write returned).
     pub(crate) fn wrote(&self, end: u64) {
         self.written.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// The file was cut to `len` bytes (durably): nothing past it is written or pending.
+    pub(crate) fn cut(&self, len: u64) {
+        self.written.store(len, Ordering::Release);
+        let mut state = self.lock();
+        state.synced = state.synced.min(len);
     }
 
     /// Whether some written byte is not yet known to be durable.

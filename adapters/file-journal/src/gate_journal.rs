@@ -1,7 +1,6 @@
-//! The file backends behind the gate's one journal trait ([`interlock_core::Journal`], the
-//! WIT `journal` interface as Rust sees it): `FileJournal` single-handed, and
-//! `SharedFileJournal` shared by threads with group commit. Both have the same operations;
-//! `try_length`/`try_streams` are the fallible forms of `FileJournal`'s lookups.
+//! The native file journals behind the gate's one journal trait ([`interlock_core::Journal`],
+//! the WIT `journal` interface as Rust sees it): `FileJournal` single-handed, and
+//! `SharedFileJournal` shared by threads with group commit.
 use interlock_core::{Journal, JournalError};
 
 use crate::{Error, FileJournal, SharedFileJournal};
@@ -19,7 +18,7 @@ pub fn journal_error(e: Error) -> JournalError {
 }
 
 macro_rules! gate_journal {
-    ($ty:ty, $length:ident, $streams:ident) => {
+    ($ty:ty) => {
         impl Journal for $ty {
             fn append(
                 &mut self,
@@ -36,13 +35,13 @@ macro_rules! gate_journal {
                 <$ty>::read(self, stream, start).map_err(journal_error)
             }
             fn length(&mut self, stream: &str) -> Result<u64, JournalError> {
-                <$ty>::$length(self, stream).map_err(journal_error)
+                <$ty>::try_length(self, stream).map_err(journal_error)
             }
             fn open_streams(&mut self) -> Result<Vec<String>, JournalError> {
-                Ok(<$ty>::open_streams(self))
+                <$ty>::try_open_streams(self).map_err(journal_error)
             }
             fn streams(&mut self) -> Result<Vec<String>, JournalError> {
-                <$ty>::$streams(self).map_err(journal_error)
+                <$ty>::try_streams(self).map_err(journal_error)
             }
             fn sync(&mut self) -> Result<(), JournalError> {
                 <$ty>::sync(self).map_err(journal_error)
@@ -51,5 +50,5 @@ macro_rules! gate_journal {
     };
 }
 
-gate_journal!(FileJournal, try_length, try_streams);
-gate_journal!(SharedFileJournal, length, streams);
+gate_journal!(FileJournal);
+gate_journal!(SharedFileJournal);

@@ -1,31 +1,32 @@
-//! [`SharedFileJournal`]: one file journal for many threads, with group commit.
+//! [`SharedFileJournal`]: one native file journal for many threads, with group commit.
 
-use std::io;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::commit::GroupCommit;
-use crate::{Error, FileJournal};
+use interlock_journal::{Files, JOURNAL_FILE};
 
-/// A [`FileJournal`] shared by threads (one gate instance each). Clones share it.
+use crate::{Error, FileJournal, StdFiles};
+
+/// A [`FileJournal`] shared by threads. Clones share it.
 ///
 /// Appends are compare-and-append under one lock, as with a single handle; a durable
-/// append then waits for `fdatasync` *outside* the lock, so the appends of every thread
-/// that arrive while one sync runs are made durable by the next one (group commit). Order
-/// is kept: an append is durable only once every append before it in the file is.
+/// append then waits for `fdatasync` *outside* the lock (the store's group commit), so the
+/// appends of every thread that arrive while one sync runs are made durable by the next
+/// one. Order is kept: an append is durable only once every append before it in the file
+/// is.
 #[derive(Clone)]
 pub struct SharedFileJournal {
     journal: Arc<Mutex<FileJournal>>,
-    commit: Arc<GroupCommit>,
+    files: StdFiles,
 }
 
 impl SharedFileJournal {
     /// Shares an open journal.
     pub fn new(journal: FileJournal) -> SharedFileJournal {
-        let commit = journal.commit.clone();
+        let files = journal.files().clone();
         SharedFileJournal {
             journal: Arc::new(Mutex::new(journal)),
-            commit,
+            files,
         }
     }
 
@@ -35,8 +36,7 @@ impl SharedFileJournal {
     }
 
     fn lock(&self) -> MutexGuard<'_, FileJournal> {
-        // FileJournal keeps its index consistent with the file at every return; a panic
-        // while holding the lock (a bug) leaves at worst a poisoned handle.
+        // The journal keeps its index consistent with the file at every return.
         self.journal.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -49,48 +49,48 @@ impl SharedFileJournal {
         durable: bool,
         open: bool,
     ) -> Result<(), Error> {
-        let end = {
-            let mut j = self.lock();
-            j.append(stream, expected_len, entries, false, open)?;
-            j.len
-        };
+        self.lock()
+            .append(stream, expected_len, entries, false, open)?;
         if durable {
-            self.sync_to(end)?;
+            self.sync()?;
         }
         Ok(())
     }
 
-    fn sync_to(&self, end: u64) -> Result<(), Error> {
-        self.commit.sync_to(end).map_err(|why| {
-            self.lock().failed_sync(why.clone());
-            Error::Io(io::Error::other(why))
-        })
-    }
-
     /// [`FileJournal::sync`]: every append so far made durable (sharing a running sync).
     pub fn sync(&self) -> Result<(), Error> {
-        let end = {
-            let j = self.lock();
-            j.check_poisoned()?;
-            j.len
-        };
-        self.sync_to(end)
+        let mut files = self.files.clone();
+        files
+            .file_sync(JOURNAL_FILE)
+            .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
     }
 
     pub fn read(&self, stream: &str, start: u64) -> Result<Vec<String>, Error> {
         self.lock().read(stream, start)
     }
 
-    pub fn length(&self, stream: &str) -> Result<u64, Error> {
+    pub fn try_length(&self, stream: &str) -> Result<u64, Error> {
         self.lock().try_length(stream)
+    }
+
+    pub fn length(&self, stream: &str) -> Result<u64, Error> {
+        self.try_length(stream)
+    }
+
+    pub fn try_open_streams(&self) -> Result<Vec<String>, Error> {
+        self.lock().try_open_streams()
     }
 
     pub fn open_streams(&self) -> Vec<String> {
         self.lock().open_streams()
     }
 
-    pub fn streams(&self) -> Result<Vec<String>, Error> {
+    pub fn try_streams(&self) -> Result<Vec<String>, Error> {
         self.lock().try_streams()
+    }
+
+    pub fn streams(&self) -> Result<Vec<String>, Error> {
+        self.try_streams()
     }
 
     /// [`FileJournal::checkpoint`].
@@ -100,6 +100,11 @@ impl SharedFileJournal {
 
     /// `fdatasync` calls made on this journal by every thread.
     pub fn fsyncs(&self) -> u64 {
-        self.commit.fsyncs()
+        self.files.fsyncs()
+    }
+
+    /// The store (to give the gate component, or another journal).
+    pub fn files(&self) -> &StdFiles {
+        &self.files
     }
 }

@@ -2,8 +2,8 @@
 //! open streams and the tail written since, not its whole history.
 //!
 //! The journal file is the only truth; this file is a cache of where its entries are. A
-//! reader that does not know it (the Node and Python hosts) ignores it, and this reader
-//! ignores it (and scans) unless it is whole and matches `journal.jsonl`:
+//! reader that does not know it ignores it, and this reader ignores it (and scans) unless it
+//! is whole and matches `journal.jsonl`:
 //!
 //! * the header has the magic, its own checksum, and sections inside the file;
 //! * it covers the first `covered_len` bytes of the journal, which must exist, and the
@@ -17,17 +17,24 @@
 //! streams). Entries read through it are verified by the gate as always (stream, seq, hash
 //! chain).
 //!
+//! It is read by name through [`Files`], and another journal sharing the store may replace
+//! it (a new checkpoint): every lookup first reads the header again, and a header that
+//! changed makes the journal reload its index ([`Stale`]), never read one file's records
+//! with another's layout.
+//!
 //! Layout (little-endian u64 throughout): header, stream table (64-byte records sorted by
 //! `(fnv64(name), name)`), open list (record numbers), offsets (12 bytes per entry: u64
 //! offset, u32 length, in table order), names (UTF-8, in table order), the last entry's
 //! copy (with its `\n`).
 
-use std::cmp::Ordering;
-use std::collections::HashMap;
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-use std::os::unix::fs::FileExt;
-use std::path::Path;
+use alloc::collections::BTreeMap;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+
+use crate::storage::{Files, StorageError};
+use crate::JOURNAL_FILE;
 
 /// Name of the checkpoint file inside the journal directory.
 pub const INDEX_FILE: &str = "journal.index";
@@ -36,6 +43,36 @@ const MAGIC: &[u8; 16] = b"interlock-idx-v1";
 const HEADER_LEN: u64 = 16 + 12 * 8 + 8;
 const RECORD_LEN: u64 = 64;
 const OFFSET_LEN: u64 = 12;
+
+/// Why the checkpoint could not be used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CheckpointError {
+    /// The storage failed.
+    Storage(StorageError),
+    /// The file is not a checkpoint of this journal, or is damaged.
+    Invalid(String),
+    /// It was replaced since it was loaded (another journal sharing the store wrote a new
+    /// one): reload the index.
+    Stale,
+}
+
+impl From<StorageError> for CheckpointError {
+    fn from(e: StorageError) -> Self {
+        CheckpointError::Storage(e)
+    }
+}
+
+impl core::fmt::Display for CheckpointError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            CheckpointError::Storage(e) => write!(f, "{INDEX_FILE}: {e}"),
+            CheckpointError::Invalid(m) => write!(f, "{INDEX_FILE}: {m}"),
+            CheckpointError::Stale => write!(f, "{INDEX_FILE} was replaced while in use"),
+        }
+    }
+}
+
+type Result<T> = core::result::Result<T, CheckpointError>;
 
 /// FNV-1a, 64 bits: a checksum against torn or rotten bytes (the file is a cache of data
 /// the gate verifies anyway), and the sort key of the stream table.
@@ -48,15 +85,29 @@ pub(crate) fn fnv64(bytes: &[u8]) -> u64 {
     h
 }
 
-fn invalid(what: impl Into<String>) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("{INDEX_FILE}: {}", what.into()),
-    )
+fn invalid(what: impl Into<String>) -> CheckpointError {
+    CheckpointError::Invalid(what.into())
 }
 
 fn u64_at(buf: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(buf[i * 8..i * 8 + 8].try_into().expect("8 bytes"))
+}
+
+/// Exactly `len` bytes of `name` from `offset`, or an error.
+pub(crate) fn read_exact<S: Files + ?Sized>(
+    files: &mut S,
+    name: &str,
+    offset: u64,
+    len: u64,
+) -> core::result::Result<Vec<u8>, StorageError> {
+    let buf = files.file_read(name, offset, len)?;
+    if buf.len() as u64 != len {
+        return Err(StorageError::Io(format!(
+            "{name}: {len} bytes at offset {offset} asked, {} read: the file is shorter",
+            buf.len()
+        )));
+    }
+    Ok(buf)
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -103,7 +154,7 @@ impl Header {
         out
     }
 
-    fn decode(buf: &[u8]) -> io::Result<Header> {
+    fn decode(buf: &[u8]) -> Result<Header> {
         if buf.len() as u64 != HEADER_LEN || &buf[..16] != MAGIC {
             return Err(invalid("not a checkpoint (bad magic)"));
         }
@@ -162,7 +213,7 @@ impl Record {
         out
     }
 
-    fn decode(buf: &[u8]) -> io::Result<Record> {
+    fn decode(buf: &[u8]) -> Result<Record> {
         if fnv64(&buf[..56]) != u64_at(buf, 7) {
             return Err(invalid("stream record checksum mismatch"));
         }
@@ -178,15 +229,15 @@ impl Record {
     }
 }
 
-/// A validated checkpoint, read on demand.
+/// A validated checkpoint, read on demand through the journal's [`Files`].
 #[derive(Debug)]
 pub(crate) struct Base {
-    file: File,
     h: Header,
+    /// The header's bytes as loaded: read again before each lookup, to notice a replaced file.
+    header: Vec<u8>,
 }
 
-/// A stream as the in-memory index holds it (see `StreamIndex` in lib.rs), borrowed for
-/// writing a checkpoint.
+/// A stream as the in-memory index holds it, borrowed for writing a checkpoint.
 pub(crate) struct MemStream<'a> {
     pub(crate) name: &'a str,
     pub(crate) offsets: &'a [(u64, u32)],
@@ -195,21 +246,18 @@ pub(crate) struct MemStream<'a> {
 }
 
 impl Base {
-    /// The checkpoint in `dir` if there is one and it matches `journal` (of `journal_len`
-    /// bytes); `Ok(None)` when absent, `Err` with the reason when present but not usable.
-    pub(crate) fn load(dir: &Path, journal: &File, journal_len: u64) -> io::Result<Option<Base>> {
-        let file = match File::open(dir.join(INDEX_FILE)) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
+    /// The checkpoint in the store if there is one and it matches the journal (of
+    /// `journal_len` bytes); `Ok(None)` when absent, `Err` with the reason when present but
+    /// not usable.
+    pub(crate) fn load<S: Files + ?Sized>(files: &mut S, journal_len: u64) -> Result<Option<Base>> {
+        let Some(len) = files.file_size(INDEX_FILE)? else {
+            return Ok(None);
         };
-        let len = file.metadata()?.len();
         if len < HEADER_LEN {
             return Err(invalid("shorter than its header"));
         }
-        let mut buf = vec![0u8; HEADER_LEN as usize];
-        file.read_exact_at(&mut buf, 0)?;
-        let h = Header::decode(&buf)?;
+        let header = read_exact(files, INDEX_FILE, 0, HEADER_LEN)?;
+        let h = Header::decode(&header)?;
         // In u128, so that no value of a crafted header can overflow.
         let w = |x: u64| u128::from(x);
         let sections_fit = h.file_len == len
@@ -234,17 +282,24 @@ impl Base {
                 "its last entry does not end where it says it covers",
             ));
         }
-        let n = (h.last_len + 1) as usize;
-        let mut ours = vec![0u8; n];
-        file.read_exact_at(&mut ours, h.last_copy_off)?;
-        let mut theirs = vec![0u8; n];
-        journal.read_exact_at(&mut theirs, h.last_off)?;
+        let n = h.last_len + 1;
+        let ours = read_exact(files, INDEX_FILE, h.last_copy_off, n)?;
+        let theirs = read_exact(files, JOURNAL_FILE, h.last_off, n)?;
         if ours != theirs {
             return Err(invalid(
                 "the journal's entry at the checkpoint's offset differs from the one it recorded",
             ));
         }
-        Ok(Some(Base { file, h }))
+        Ok(Some(Base { h, header }))
+    }
+
+    /// Fails with [`CheckpointError::Stale`] when the file is no longer the one loaded.
+    fn check<S: Files + ?Sized>(&self, files: &mut S) -> Result<()> {
+        match files.file_read(INDEX_FILE, 0, HEADER_LEN) {
+            Ok(now) if now == self.header => Ok(()),
+            Ok(_) => Err(CheckpointError::Stale),
+            Err(e) => Err(e.into()),
+        }
     }
 
     pub(crate) fn covered_len(&self) -> u64 {
@@ -264,14 +319,17 @@ impl Base {
         self.h.n_entries
     }
 
-    fn record(&self, i: u64) -> io::Result<Record> {
-        let mut buf = [0u8; RECORD_LEN as usize];
-        self.file
-            .read_exact_at(&mut buf, self.h.table_off + i * RECORD_LEN)?;
+    fn record<S: Files + ?Sized>(&self, files: &mut S, i: u64) -> Result<Record> {
+        let buf = read_exact(
+            files,
+            INDEX_FILE,
+            self.h.table_off + i * RECORD_LEN,
+            RECORD_LEN,
+        )?;
         Record::decode(&buf)
     }
 
-    fn name(&self, r: &Record) -> io::Result<String> {
+    fn name<S: Files + ?Sized>(&self, files: &mut S, r: &Record) -> Result<String> {
         let inside = r.name_pos >= self.h.names_off
             && r.name_pos
                 .checked_add(r.name_len)
@@ -279,22 +337,34 @@ impl Base {
         if !inside {
             return Err(invalid("a stream name points outside the names"));
         }
-        let mut buf = vec![0u8; r.name_len as usize];
-        self.file.read_exact_at(&mut buf, r.name_pos)?;
+        let buf = read_exact(files, INDEX_FILE, r.name_pos, r.name_len)?;
+        if fnv64(&buf) != r.hash {
+            return Err(invalid("a stream name does not match its record"));
+        }
         String::from_utf8(buf).map_err(|_| invalid("a stream name is not UTF-8"))
     }
 
     /// The entries' (offset, length) of a stream.
-    pub(crate) fn offsets(&self, r: &Record) -> io::Result<Vec<(u64, u32)>> {
+    pub(crate) fn offsets<S: Files + ?Sized>(
+        &self,
+        files: &mut S,
+        r: &Record,
+    ) -> Result<Vec<(u64, u32)>> {
         if r.first
             .checked_add(r.count)
             .is_none_or(|end| end > self.h.n_entries)
         {
             return Err(invalid("a stream record points past the offsets"));
         }
-        let mut buf = vec![0u8; (r.count * OFFSET_LEN) as usize];
-        self.file
-            .read_exact_at(&mut buf, self.h.offsets_off + r.first * OFFSET_LEN)?;
+        if r.count == 0 {
+            return Ok(Vec::new());
+        }
+        let buf = read_exact(
+            files,
+            INDEX_FILE,
+            self.h.offsets_off + r.first * OFFSET_LEN,
+            r.count * OFFSET_LEN,
+        )?;
         Ok(buf
             .chunks_exact(OFFSET_LEN as usize)
             .map(|c| {
@@ -306,14 +376,19 @@ impl Base {
     }
 
     /// The record of `name`, by binary search over the table.
-    pub(crate) fn find(&self, name: &str) -> io::Result<Option<Record>> {
+    pub(crate) fn find<S: Files + ?Sized>(
+        &self,
+        files: &mut S,
+        name: &str,
+    ) -> Result<Option<Record>> {
+        self.check(files)?;
         let key = (fnv64(name.as_bytes()), name);
         let (mut lo, mut hi) = (0u64, self.h.n_streams);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let r = self.record(mid)?;
+            let r = self.record(files, mid)?;
             let ord = match r.hash.cmp(&key.0) {
-                Ordering::Equal => self.name(&r)?.as_str().cmp(key.1),
+                Ordering::Equal => self.name(files, &r)?.as_str().cmp(key.1),
                 other => other,
             };
             match ord {
@@ -326,27 +401,39 @@ impl Base {
     }
 
     /// The open streams: (name, record).
-    pub(crate) fn open_streams(&self) -> io::Result<Vec<(String, Record)>> {
-        let mut buf = vec![0u8; (self.h.n_open * 8) as usize];
-        self.file.read_exact_at(&mut buf, self.h.open_off)?;
+    pub(crate) fn open_streams<S: Files + ?Sized>(
+        &self,
+        files: &mut S,
+    ) -> Result<Vec<(String, Record)>> {
+        self.check(files)?;
+        let buf = read_exact(files, INDEX_FILE, self.h.open_off, self.h.n_open * 8)?;
         let mut out = Vec::with_capacity(self.h.n_open as usize);
         for i in 0..self.h.n_open as usize {
             let n = u64_at(&buf, i);
             if n >= self.h.n_streams {
                 return Err(invalid("the open list points past the table"));
             }
-            let r = self.record(n)?;
-            out.push((self.name(&r)?, r));
+            let r = self.record(files, n)?;
+            out.push((self.name(files, &r)?, r));
         }
         Ok(out)
     }
 
     /// Every stream (name, record), in table order: reads the whole table and names.
-    pub(crate) fn all(&self) -> io::Result<Vec<(String, Record)>> {
-        let mut table = vec![0u8; (self.h.n_streams * RECORD_LEN) as usize];
-        self.file.read_exact_at(&mut table, self.h.table_off)?;
-        let mut names = vec![0u8; (self.h.last_copy_off - self.h.names_off) as usize];
-        self.file.read_exact_at(&mut names, self.h.names_off)?;
+    pub(crate) fn all<S: Files + ?Sized>(&self, files: &mut S) -> Result<Vec<(String, Record)>> {
+        self.check(files)?;
+        let table = read_exact(
+            files,
+            INDEX_FILE,
+            self.h.table_off,
+            self.h.n_streams * RECORD_LEN,
+        )?;
+        let names = read_exact(
+            files,
+            INDEX_FILE,
+            self.h.names_off,
+            self.h.last_copy_off - self.h.names_off,
+        )?;
         let mut out = Vec::with_capacity(self.h.n_streams as usize);
         for chunk in table.chunks_exact(RECORD_LEN as usize) {
             let r = Record::decode(chunk)?;
@@ -358,53 +445,55 @@ impl Base {
             let bytes = names
                 .get(start..start.saturating_add(r.name_len as usize))
                 .ok_or_else(|| invalid("a name points past the names"))?;
-            let name = std::str::from_utf8(bytes)
+            let name = core::str::from_utf8(bytes)
                 .map_err(|_| invalid("a stream name is not UTF-8"))?
-                .to_owned();
+                .to_string();
             out.push((name, r));
         }
         Ok(out)
     }
 
     /// Every entry's (offset, length), in table order.
-    fn all_offsets(&self) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; (self.h.n_entries * OFFSET_LEN) as usize];
-        self.file.read_exact_at(&mut buf, self.h.offsets_off)?;
-        Ok(buf)
+    fn all_offsets<S: Files + ?Sized>(&self, files: &mut S) -> Result<Vec<u8>> {
+        Ok(read_exact(
+            files,
+            INDEX_FILE,
+            self.h.offsets_off,
+            self.h.n_entries * OFFSET_LEN,
+        )?)
     }
 }
 
-/// Writes a checkpoint of a journal of `covered_len` bytes (whose last entry is `last`,
-/// without its `\n`, at `last_off`): the streams of `base` not in `mem`, and `mem`.
-/// Written to a temporary file, synced and renamed over `journal.index`.
-pub(crate) fn write(
-    dir: &Path,
+/// The bytes of a checkpoint of a journal of `covered_len` bytes (whose last entry is
+/// `last`, without its `\n`, at `last_off`): the streams of `base` not in `mem`, and `mem`.
+pub(crate) fn encode<S: Files + ?Sized>(
+    files: &mut S,
     covered_len: u64,
     last_off: u64,
     last: &[u8],
     base: Option<&Base>,
     mem: &[MemStream<'_>],
-) -> io::Result<()> {
+) -> Result<Vec<u8>> {
     // Every stream, by (hash, name): from the old checkpoint unless memory has it.
     enum Src<'a> {
         Base(Record),
         Mem(&'a MemStream<'a>),
     }
-    let in_mem: HashMap<&str, &MemStream<'_>> = mem.iter().map(|m| (m.name, m)).collect();
+    let in_mem: BTreeMap<&str, &MemStream<'_>> = mem.iter().map(|m| (m.name, m)).collect();
     let mut all: Vec<(u64, String, Src<'_>)> = Vec::new();
     let base_offsets = match base {
         Some(b) => {
-            for (name, r) in b.all()? {
+            for (name, r) in b.all(files)? {
                 if !in_mem.contains_key(name.as_str()) {
                     all.push((r.hash, name, Src::Base(r)));
                 }
             }
-            b.all_offsets()?
+            b.all_offsets(files)?
         }
         None => Vec::new(),
     };
     for m in mem {
-        all.push((fnv64(m.name.as_bytes()), m.name.to_owned(), Src::Mem(m)));
+        all.push((fnv64(m.name.as_bytes()), m.name.to_string(), Src::Mem(m)));
     }
     all.sort_unstable_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
 
@@ -442,14 +531,8 @@ pub(crate) fn write(
         file_len: last_copy_off + last.len() as u64 + 1,
     };
 
-    let tmp = dir.join(format!("{INDEX_FILE}.tmp"));
-    let file = crate::owner_only()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .open(&tmp)?;
-    let mut w = BufWriter::with_capacity(1 << 20, &file);
-    w.write_all(&h.encode())?;
+    let mut w = Vec::with_capacity(h.file_len as usize);
+    w.extend_from_slice(&h.encode());
     let (mut first, mut name_pos) = (0u64, names_off);
     let mut open = Vec::new();
     for (i, (hash, name, src)) in all.iter().enumerate() {
@@ -469,12 +552,12 @@ pub(crate) fn write(
             order,
             open: is_open,
         };
-        w.write_all(&r.encode())?;
+        w.extend_from_slice(&r.encode());
         first += count;
         name_pos += name.len() as u64;
     }
     for i in open {
-        w.write_all(&i.to_le_bytes())?;
+        w.extend_from_slice(&i.to_le_bytes());
     }
     for (_, _, src) in &all {
         match src {
@@ -483,24 +566,21 @@ pub(crate) fn write(
                 let bytes = base_offsets
                     .get(start..start + (r.count * OFFSET_LEN) as usize)
                     .ok_or_else(|| invalid("a stream record points past the offsets"))?;
-                w.write_all(bytes)?;
+                w.extend_from_slice(bytes);
             }
             Src::Mem(m) => {
                 for &(off, len) in m.offsets {
-                    w.write_all(&off.to_le_bytes())?;
-                    w.write_all(&len.to_le_bytes())?;
+                    w.extend_from_slice(&off.to_le_bytes());
+                    w.extend_from_slice(&len.to_le_bytes());
                 }
             }
         }
     }
     for (_, name, _) in &all {
-        w.write_all(name.as_bytes())?;
+        w.extend_from_slice(name.as_bytes());
     }
-    w.write_all(last)?;
-    w.write_all(b"\n")?;
-    w.flush()?;
-    drop(w);
-    file.sync_all()?;
-    std::fs::rename(&tmp, dir.join(INDEX_FILE))?;
-    File::open(dir)?.sync_all()
+    w.extend_from_slice(last);
+    w.push(b'\n');
+    debug_assert_eq!(w.len() as u64, h.file_len);
+    Ok(w)
 }
