@@ -91,6 +91,7 @@ fn write_seeds() {
                     (Ask::Apply { .. }, _) => Reply::Applied(r#"{"refund_id":"re_0001"}"#.into()),
                     (Ask::Query { .. }, _) => Reply::NotFound,
                     (Ask::Sleep(_), _) => Reply::Slept,
+                    (Ask::Crash(_), _) => unreachable!(),
                     (Ask::Done(_), _) => unreachable!(),
                 };
                 step = gate.resume(&mut j, T0_MS, step.op, reply).unwrap();

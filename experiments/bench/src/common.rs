@@ -78,6 +78,7 @@ pub fn native_submit(
             Ask::Apply { .. } => R::Applied(RESULT.into()),
             Ask::Query { .. } => R::Found(RESULT.into()),
             Ask::Sleep(_) => R::Slept,
+            Ask::Crash(_) => unreachable!("the bench sets no crash point"),
         };
         step = gate.resume(j, now_ms, step.op, reply).expect("resume");
     }

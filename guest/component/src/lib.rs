@@ -221,6 +221,11 @@ fn step(s: core_::Step) -> t::Step {
             effect,
         }),
         core_::Ask::Sleep(ms) => t::Ask::Sleep(ms),
+        core_::Ask::Crash(p) => t::Ask::Crash(match p {
+            core_::CrashPoint::BeforeSend => t::CrashPoint::BeforeSend,
+            core_::CrashPoint::AfterSend => t::CrashPoint::AfterSend,
+            core_::CrashPoint::InRecovery => t::CrashPoint::InRecovery,
+        }),
         core_::Ask::Done(o) => t::Ask::Done(outcome(o)),
     };
     t::Step { op: s.op, ask }
@@ -386,6 +391,26 @@ impl g::Guest for Component {
         with_gate(|gate, j, now| gate.recover(j, now, &effect))
             .map(step)
             .map_err(err)
+    }
+    fn recover_waiting(
+        effect: String,
+        wait: Option<g::ClaimWait>,
+    ) -> Result<t::Step, g::GateError> {
+        let wait = wait.map_or_else(core_::ClaimWait::default, |w| core_::ClaimWait {
+            poll_ms: w.poll_ms,
+            max_polls: w.max_polls,
+        });
+        with_gate(|gate, j, now| gate.recover_waiting(j, now, &effect, wait))
+            .map(step)
+            .map_err(err)
+    }
+    fn crash_at(point: Option<t::CrashPoint>) {
+        let point = point.map(|p| match p {
+            t::CrashPoint::BeforeSend => core_::CrashPoint::BeforeSend,
+            t::CrashPoint::AfterSend => core_::CrashPoint::AfterSend,
+            t::CrashPoint::InRecovery => core_::CrashPoint::InRecovery,
+        });
+        with_gate(|gate, _, _| gate.crash_at(point))
     }
     fn set_routes(targets: Vec<String>) {
         with_gate(|gate, _, _| gate.set_routes(targets))

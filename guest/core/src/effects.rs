@@ -23,7 +23,7 @@ use crate::canon::canonical;
 use crate::journal::Journal;
 use crate::proposal::parse_input;
 use crate::schema::{field_err, Obj};
-use crate::types::{Ask, ClaimWait, GateError, Outcome, Reply, Step};
+use crate::types::{Ask, CallAnswer, ClaimWait, CrashPoint, GateError, Outcome, Reply, Step};
 use crate::Gate;
 
 /// The functions a definition may give, by role.
@@ -100,19 +100,6 @@ pub struct Call {
     pub timeout_ms: Option<u64>,
 }
 
-/// What a definition's function did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Answer {
-    /// It returned this value (JSON text; a function returning nothing: `null`).
-    Returned(String),
-    /// It said the target refused and applied nothing (raised the host's `Rejected`).
-    Refused(String),
-    /// It raised, or did not answer in time.
-    Failed(String),
-    /// The host slept as asked.
-    Slept,
-}
-
 /// What the host does next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Next {
@@ -126,6 +113,8 @@ pub enum Next {
     Proposed(String),
     /// The gate's outcome.
     Done(Outcome),
+    /// For tests (`Gate::crash_at`): stop here as a killed process would.
+    Crash(CrashPoint),
 }
 
 /// An effect's definition, as a host gives it.
@@ -276,7 +265,7 @@ enum Pending {
 }
 
 /// The machine: the definitions, the defaults, the calls in progress.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct EffectSession {
     defs: BTreeMap<String, Definition>,
     /// The agent of definitions that name none.
@@ -288,13 +277,34 @@ pub struct EffectSession {
     next_id: u64,
 }
 
+impl Default for EffectSession {
+    fn default() -> Self {
+        EffectSession::empty()
+    }
+}
+
 impl EffectSession {
+    /// No definitions yet, the agent `agent`, the gate's claim wait.
+    pub const fn empty() -> EffectSession {
+        EffectSession {
+            defs: BTreeMap::new(),
+            agent: String::new(),
+            clock_skew_ms: None,
+            wait: ClaimWait {
+                poll_ms: crate::defaults::CLAIM_WAIT_POLL_MS,
+                max_polls: crate::defaults::CLAIM_WAIT_MAX_POLLS,
+            },
+            pending: BTreeMap::new(),
+            next_id: 0,
+        }
+    }
+
     pub fn new(agent: &str, clock_skew_ms: Option<u64>, wait: ClaimWait) -> EffectSession {
         EffectSession {
             agent: agent.into(),
             clock_skew_ms,
             wait,
-            ..Default::default()
+            ..EffectSession::empty()
         }
     }
 
@@ -379,7 +389,7 @@ impl EffectSession {
         j: &mut dyn Journal,
         now_ms: u64,
         id: u64,
-        answer: Answer,
+        answer: CallAnswer,
     ) -> Result<Next, GateError> {
         let pending = self
             .pending
@@ -388,8 +398,10 @@ impl EffectSession {
         match pending {
             Pending::Draft(mut draft, role) => {
                 let value = match answer {
-                    Answer::Returned(text) => parse_input(&text, &format!("/{}", role.as_str()))?,
-                    Answer::Refused(m) | Answer::Failed(m) => {
+                    CallAnswer::Returned(text) => {
+                        parse_input(&text, &format!("/{}", role.as_str()))?
+                    }
+                    CallAnswer::Refused(m) | CallAnswer::Failed(m) => {
                         return Err(GateError::InvalidField {
                             field: format!("/{}", role.as_str()),
                             problem: format!(
@@ -399,7 +411,7 @@ impl EffectSession {
                             ),
                         })
                     }
-                    Answer::Slept => {
+                    CallAnswer::Slept => {
                         return Err(GateError::UnexpectedReply(format!(
                             "call {id} waits for the {} function's answer, got a sleep",
                             role.as_str()
@@ -632,6 +644,7 @@ impl EffectSession {
         loop {
             let (target, effect, effect_id) = match &step.ask {
                 Ask::Done(o) => return Ok(Next::Done(o.clone())),
+                Ask::Crash(point) => return Ok(Next::Crash(*point)),
                 Ask::Sleep(ms) => {
                     let (id, ms) = (self.take_id(), *ms);
                     self.pending.insert(id, Pending::Step(step));
@@ -711,17 +724,17 @@ impl EffectSession {
     }
 
     /// What a function's answer means for the step it answers.
-    fn reply_to(&self, ask: &Ask, answer: Answer) -> Reply {
-        let returned = |answer: Answer| match answer {
-            Answer::Returned(text) => {
+    fn reply_to(&self, ask: &Ask, answer: CallAnswer) -> Reply {
+        let returned = |answer: CallAnswer| match answer {
+            CallAnswer::Returned(text) => {
                 serde_json::from_str::<Value>(&text).map_err(|e| format!("answered no JSON: {e}"))
             }
-            Answer::Refused(m) | Answer::Failed(m) => Err(m),
-            Answer::Slept => Err("answered with a sleep".into()),
+            CallAnswer::Refused(m) | CallAnswer::Failed(m) => Err(m),
+            CallAnswer::Slept => Err("answered with a sleep".into()),
         };
         match ask {
             Ask::Sleep(_) => match answer {
-                Answer::Slept => Reply::Slept,
+                CallAnswer::Slept => Reply::Slept,
                 other => Reply::Failed(format!("waited for a sleep, got {other:?}")),
             },
             Ask::Capture { target, names, .. } => match returned(answer) {
@@ -752,20 +765,20 @@ impl EffectSession {
                 Err(m) => Reply::Failed(m),
             },
             Ask::Apply { .. } => match answer {
-                Answer::Returned(text) => match serde_json::from_str::<Value>(&text) {
+                CallAnswer::Returned(text) => match serde_json::from_str::<Value>(&text) {
                     Ok(v) => Reply::Applied(canonical(&v)),
                     Err(e) => Reply::Unknown(format!("the effect answered no JSON: {e}")),
                 },
-                Answer::Refused(m) => Reply::Rejected(m),
-                Answer::Failed(m) => Reply::Unknown(m),
-                Answer::Slept => Reply::Unknown("the send was answered with a sleep".into()),
+                CallAnswer::Refused(m) => Reply::Rejected(m),
+                CallAnswer::Failed(m) => Reply::Unknown(m),
+                CallAnswer::Slept => Reply::Unknown("the send was answered with a sleep".into()),
             },
             Ask::Query { .. } => match returned(answer) {
                 Ok(Value::Null | Value::Bool(false)) => Reply::NotFound,
                 Ok(v) => Reply::Found(canonical(&v)),
                 Err(m) => Reply::Failed(m),
             },
-            Ask::Done(_) => Reply::Failed("nothing was asked here".into()),
+            Ask::Crash(_) | Ask::Done(_) => Reply::Failed("nothing was asked here".into()),
         }
     }
 

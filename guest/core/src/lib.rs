@@ -27,5 +27,6 @@ mod types;
 pub use canon::{canonical, effect_id_for, sha256_hex};
 pub use gate::Gate;
 pub use journal::{Journal, JournalError, MemJournal};
+pub use proposal::parse_input;
 pub use receipt::{Problem, ProblemKind, VerifyReport};
 pub use types::*;

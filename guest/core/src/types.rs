@@ -123,7 +123,31 @@ pub enum Ask {
     /// Wait this many ms, then resume with [`Reply::Slept`]: another worker's claim on the
     /// effect is live (asked only by [`crate::Gate::recover_waiting`]).
     Sleep(u64),
+    /// For tests: the host must stop here as a killed process would, performing nothing
+    /// more and dropping this gate ([`crate::Gate::crash_at`]).
+    Crash(CrashPoint),
     Done(Outcome),
+}
+
+/// Where a test kills a host (`Gate::crash_at`): the same points in every host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrashPoint {
+    /// The intent is durable; the send has not left (a first send).
+    BeforeSend,
+    /// The target applied the send; its reply never reached the gate (a first send).
+    AfterSend,
+    /// During a recovery, right after its send or its lookup was answered.
+    InRecovery,
+}
+
+impl CrashPoint {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CrashPoint::BeforeSend => "before-send",
+            CrashPoint::AfterSend => "after-send",
+            CrashPoint::InRecovery => "in-recovery",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -161,6 +185,21 @@ impl Reply {
             Reply::Slept => "slept",
         }
     }
+}
+
+/// What a function or tool the host was told to call did (the loops of `tools::session`
+/// and `effects`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CallAnswer {
+    /// It returned this (JSON text): a plain function's value (a function returning
+    /// nothing: `null`), or an MCP `CallToolResult`.
+    Returned(String),
+    /// It said the target refused and applied nothing (it raised the host's `Rejected`).
+    Refused(String),
+    /// No answer: it raised, the connection was lost, it did not answer in time.
+    Failed(String),
+    /// The host slept as asked.
+    Slept,
 }
 
 /// How recovery waits out another worker's live claim: every `retry_after_ms` the gate

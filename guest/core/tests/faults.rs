@@ -64,6 +64,7 @@ impl World {
                     self.now += ms;
                     Reply::Slept
                 }
+                Ask::Crash(_) => return None,
                 Ask::Capture {
                     effect_id, names, ..
                 } => {
@@ -1008,4 +1009,69 @@ fn recovery_waits_out_a_live_claim_by_asking_the_host_to_sleep() {
         w.gate.resume(&mut w.j, w.now, step.op, Reply::Slept),
         Err(GateError::UnknownOperation(_))
     ));
+}
+
+/// The one crash injection every host uses in its tests: the gate asks its host to die at
+/// the named point, and the journal is left as a killed process leaves it.
+#[test]
+fn crash_points_leave_the_journal_as_a_killed_process_does() {
+    use interlock_core::CrashPoint;
+    let states = |w: &mut World, id: &str| -> Vec<String> {
+        w.j.read(&format!("effect:{id}"), 0)
+            .unwrap()
+            .iter()
+            .map(|e| {
+                serde_json::from_str::<Value>(e).unwrap()["state"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
+            .collect()
+    };
+    // Before the send: the intent is durable, nothing was sent.
+    let mut w = World::new(Tier::TWO);
+    w.gate.crash_at(Some(CrashPoint::BeforeSend));
+    let p = w.proposal(2000).to_string();
+    let s = w.gate.submit(&mut w.j, w.now, &p).unwrap();
+    let id = w.gate.effect_id_of(&p).unwrap();
+    let Ask::Capture { .. } = s.ask else {
+        panic!("{s:?}")
+    };
+    let prem = Reply::Captured(w.pay.premises("order_881", Some(&id)).unwrap().to_string());
+    let s = w.gate.resume(&mut w.j, w.now, s.op, prem).unwrap();
+    assert_eq!(s.ask, Ask::Crash(CrashPoint::BeforeSend));
+    assert_eq!(
+        states(&mut w, &id),
+        ["PROPOSED", "AUTHORIZED", "DISPATCHED"]
+    );
+    assert_eq!(w.pay.refund_count(), 0);
+
+    // After the send: the service applied it; no COMMITTED; recovery finds it.
+    let mut w = World::new(Tier::TWO);
+    w.gate.crash_at(Some(CrashPoint::AfterSend));
+    let o = w.submit(2000, None);
+    assert!(o.is_none(), "the host died: {o:?}");
+    let id = w.gate.effect_id_of(&w.proposal(2000).to_string()).unwrap();
+    assert_eq!(
+        states(&mut w, &id),
+        ["PROPOSED", "AUTHORIZED", "DISPATCHED"]
+    );
+    assert_eq!(w.pay.refund_count(), 1);
+
+    // In recovery, after its lookup: still open; the next recovery closes it, once.
+    w.restart();
+    w.gate.crash_at(Some(CrashPoint::InRecovery));
+    let step = w.gate.recover(&mut w.j, w.now, &id).unwrap();
+    assert!(w.drive(step, None).is_none());
+    assert_eq!(
+        states(&mut w, &id),
+        ["PROPOSED", "AUTHORIZED", "DISPATCHED"]
+    );
+    w.restart();
+    let o = w.recover_all();
+    assert_eq!(
+        (o[0].state, o[0].executed),
+        (State::Committed, Executed::Yes)
+    );
+    assert_eq!(w.pay.refund_count(), 1);
 }

@@ -293,6 +293,19 @@ impl imported::Host for Driver {
     ) -> wasmtime::Result<Result<String, imported::GateError>> {
         Err(not_imported("grant-standing-lease"))
     }
+    fn recover_waiting(
+        &mut self,
+        _: String,
+        _: Option<imported::ClaimWait>,
+    ) -> wasmtime::Result<Result<Step, imported::GateError>> {
+        Err(not_imported("recover-waiting"))
+    }
+    fn crash_at(
+        &mut self,
+        _: Option<crate::bindings::interlock::gate::target::CrashPoint>,
+    ) -> wasmtime::Result<()> {
+        Err(wasmtime::Error::msg("the runner never calls crash-at"))
+    }
     fn set_strict_authority(&mut self, strict: bool) -> wasmtime::Result<()> {
         self.worker()?
             .set_strict_authority(strict)

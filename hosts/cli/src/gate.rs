@@ -66,22 +66,15 @@ impl wasmtime_wasi_http::WasiHttpView for HostState {
     }
 }
 
-/// Where a test or the demo kills the host on purpose.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CrashPoint {
-    /// The gate asked to apply, so the intent is durable; die before calling the service.
-    AfterIntent,
-    /// The service applied the effect; die before its reply reaches the gate.
-    AfterCommit,
-    /// During recovery, right after its apply or query reached the service.
-    InRecovery,
-}
+/// Where a test or the demo kills the host on purpose: the gate's one crash injection
+/// (`gate.crash-at`), the same points in every host.
+pub use crate::bindings::interlock::gate::target::CrashPoint;
 
 impl fmt::Display for CrashPoint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            CrashPoint::AfterIntent => "after the intent was durable, before the send",
-            CrashPoint::AfterCommit => "after the service committed, before the reply",
+            CrashPoint::BeforeSend => "after the intent was durable, before the send",
+            CrashPoint::AfterSend => "after the service committed, before the reply",
             CrashPoint::InRecovery => "during recovery, after its send or lookup",
         })
     }
@@ -141,7 +134,7 @@ pub struct GateHost {
     store: Store<HostState>,
     gate: GateComponent,
     clock: Clock,
-    crash: Option<(CrashPoint, CrashAction)>,
+    crash: Option<CrashAction>,
     claim_wait: ClaimWait,
     /// What the instance was last told it can route (`set-routes`); `None` until told.
     routes: Option<Vec<String>>,
@@ -167,9 +160,13 @@ impl GateHost {
         })
     }
 
-    /// Kill this host at `point` (see [`CrashAction`]).
+    /// Kill this host at `point` (see [`CrashAction`]): the gate asks its host to die
+    /// there (`gate.crash-at`), as it does in every host's tests.
     pub fn crash_at(&mut self, point: CrashPoint, action: CrashAction) {
-        self.crash = Some((point, action));
+        let api = self.api().clone();
+        api.call_crash_at(&mut self.store, Some(point))
+            .expect("crash-at does not trap");
+        self.crash = Some(action);
     }
 
     pub fn set_claim_wait(&mut self, wait: ClaimWait) {
@@ -186,15 +183,6 @@ impl GateHost {
 
     /// Runs `first` and every step after it until the gate is done.
     pub fn drive(&mut self, first: Step, targets: &mut dyn Targets) -> Result<Outcome, Error> {
-        self.drive_steps(first, targets, false)
-    }
-
-    fn drive_steps(
-        &mut self,
-        first: Step,
-        targets: &mut dyn Targets,
-        recovering: bool,
-    ) -> Result<Outcome, Error> {
         let mut step = first;
         loop {
             let reply = match &step.ask {
@@ -203,37 +191,18 @@ impl GateHost {
                     self.clock.sleep(*ms);
                     Reply::Slept
                 }
+                Ask::Crash(point) => {
+                    return match self.crash {
+                        Some(CrashAction::Abort) => std::process::abort(),
+                        _ => Err(Error::Crashed(*point)),
+                    }
+                }
                 Ask::Capture(req) => targets.capture(req),
                 Ask::Authorize(req) => targets.authorize(req),
-                Ask::Apply(req) => {
-                    if !recovering {
-                        self.maybe_crash(CrashPoint::AfterIntent)?;
-                    }
-                    let reply = targets.apply(req);
-                    self.maybe_crash(if recovering {
-                        CrashPoint::InRecovery
-                    } else {
-                        CrashPoint::AfterCommit
-                    })?;
-                    reply
-                }
-                Ask::Query(req) => {
-                    let reply = targets.query(req);
-                    if recovering {
-                        self.maybe_crash(CrashPoint::InRecovery)?;
-                    }
-                    reply
-                }
+                Ask::Apply(req) => targets.apply(req),
+                Ask::Query(req) => targets.query(req),
             };
             step = self.resume(step.op, &reply)?;
-        }
-    }
-
-    fn maybe_crash(&self, here: CrashPoint) -> Result<(), Error> {
-        match self.crash {
-            Some((point, CrashAction::Abort)) if point == here => std::process::abort(),
-            Some((point, CrashAction::Error)) if point == here => Err(Error::Crashed(point)),
-            _ => Ok(()),
         }
     }
 
@@ -267,29 +236,18 @@ impl GateHost {
         gate(api.call_resume(&mut self.store, op, reply))
     }
 
-    /// Recovers one effect by the gate's recovery table. While another worker's claim is
-    /// live the gate says so (`dispatched`, `claim-live`, `retry-after-ms`) and this waits
-    /// that long and asks again; after [`ClaimWait`] runs out that answer is returned.
+    /// Recovers one effect by the gate's recovery table, waiting out another worker's
+    /// live claim as the gate asks (`recover-waiting`, by this host's [`ClaimWait`]); once
+    /// that runs out the effect is reported open (`claim-live`).
     pub fn recover(&mut self, effect: &str, targets: &mut dyn Targets) -> Result<Outcome, Error> {
         self.route(targets)?;
-        let mut polls = 0;
-        loop {
-            let api = self.api().clone();
-            let first = gate(api.call_recover(&mut self.store, &effect.to_owned()))?;
-            let outcome = self.drive_steps(first, targets, true)?;
-            let claim_live =
-                outcome.state == State::Dispatched && outcome.reason == Some(Reason::ClaimLive);
-            if !claim_live || polls >= self.claim_wait.max_polls {
-                return Ok(outcome);
-            }
-            polls += 1;
-            // The gate says how long the claim has left; sleep that long (plus a
-            // millisecond, since the claim is live until strictly after its deadline).
-            let wait = outcome
-                .retry_after_ms
-                .map_or(self.claim_wait.poll_ms, |ms| ms + 1);
-            self.clock.sleep(wait);
-        }
+        let api = self.api().clone();
+        let wait = crate::bindings::exports::interlock::gate::gate::ClaimWait {
+            poll_ms: self.claim_wait.poll_ms,
+            max_polls: self.claim_wait.max_polls,
+        };
+        let first = gate(api.call_recover_waiting(&mut self.store, effect, Some(wait)))?;
+        self.drive(first, targets)
     }
 
     /// Recovers every open effect. One effect's gate error does not stop the others; a

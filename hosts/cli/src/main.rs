@@ -1212,7 +1212,7 @@ fn demo_child(ctx: &Ctx, dir: &Path, phase: Phase, journal: Option<&Path>) -> Re
         Phase::Send => {
             let proposal = std::fs::read_to_string(dir.join("proposal.json"))?;
             let mut gate = ctx.gate(journal.unwrap_or(dir))?;
-            gate.crash_at(CrashPoint::AfterCommit, CrashAction::Abort);
+            gate.crash_at(CrashPoint::AfterSend, CrashAction::Abort);
             let mut target = PaymentsTarget::new(payments, ctx.clock.clone());
             let outcome = gate.submit(&proposal, &mut target)?;
             Err(Failure::new(

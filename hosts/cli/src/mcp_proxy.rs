@@ -181,7 +181,9 @@ impl Proxy {
     async fn answer(&self, step: &Step) -> Reply {
         let config = &self.shared.config;
         match &step.ask {
-            Ask::Done(_) => unreachable!("a done step is not asked"),
+            Ask::Done(_) | Ask::Crash(_) => {
+                unreachable!("a done step is not asked; no crash point is set")
+            }
             Ask::Sleep(ms) => {
                 tokio::time::sleep(Duration::from_millis(*ms)).await;
                 Reply::Slept

@@ -160,7 +160,7 @@ fn crash_before_intent_sends_once() {
 #[test]
 fn tier1_crash_after_intent_retries_under_key() {
     let mut case = Case::new(Tier::ONE);
-    case.submit_and_crash(CrashPoint::AfterIntent);
+    case.submit_and_crash(CrashPoint::BeforeSend);
     assert_eq!(case.refunds(), 0);
     case.sends_and_lookups();
     let outcome = case.recover();
@@ -171,7 +171,7 @@ fn tier1_crash_after_intent_retries_under_key() {
 #[test]
 fn tier2_crash_after_intent_queries_then_sends_once() {
     let mut case = Case::new(Tier::TWO);
-    case.submit_and_crash(CrashPoint::AfterIntent);
+    case.submit_and_crash(CrashPoint::BeforeSend);
     assert_eq!(case.refunds(), 0);
     case.sends_and_lookups();
     let outcome = case.recover();
@@ -195,7 +195,7 @@ fn tier2_crash_after_intent_queries_then_sends_once() {
 fn tier3_crash_after_intent_is_ambiguous_and_sends_nothing() {
     // The intent was durable, so the send may have gone out: a tier-3 gate cannot tell.
     let mut case = Case::new(Tier::THREE);
-    case.submit_and_crash(CrashPoint::AfterIntent);
+    case.submit_and_crash(CrashPoint::BeforeSend);
     case.sends_and_lookups();
     let outcome = case.recover();
     assert!(case.sends_and_lookups().is_empty());
@@ -207,7 +207,7 @@ fn tier3_crash_after_intent_is_ambiguous_and_sends_nothing() {
 #[test]
 fn tier1_crash_after_commit_is_deduped() {
     let mut case = Case::new(Tier::ONE);
-    case.submit_and_crash(CrashPoint::AfterCommit);
+    case.submit_and_crash(CrashPoint::AfterSend);
     assert_eq!(case.refunds(), 1);
     case.sends_and_lookups();
     let outcome = case.recover();
@@ -222,7 +222,7 @@ fn tier1_crash_after_commit_is_deduped() {
 #[test]
 fn tier2_crash_after_commit_is_found_by_query() {
     let mut case = Case::new(Tier::TWO);
-    case.submit_and_crash(CrashPoint::AfterCommit);
+    case.submit_and_crash(CrashPoint::AfterSend);
     case.sends_and_lookups();
     let outcome = case.recover();
     assert_eq!(
@@ -236,7 +236,7 @@ fn tier2_crash_after_commit_is_found_by_query() {
 #[test]
 fn tier3_crash_after_commit_is_ambiguous() {
     let mut case = Case::new(Tier::THREE);
-    case.submit_and_crash(CrashPoint::AfterCommit);
+    case.submit_and_crash(CrashPoint::AfterSend);
     case.sends_and_lookups();
     let outcome = case.recover();
     assert!(case.sends_and_lookups().is_empty());
@@ -247,7 +247,7 @@ fn tier3_crash_after_commit_is_ambiguous() {
 
 fn crash_in_recovery(tier: Tier) -> Case {
     let mut case = Case::new(tier);
-    case.submit_and_crash(CrashPoint::AfterCommit);
+    case.submit_and_crash(CrashPoint::AfterSend);
     let mut host = case.host();
     host.crash_at(CrashPoint::InRecovery, CrashAction::Error);
     match host.recover_all(&mut case.target) {
@@ -275,7 +275,7 @@ fn tier2_crash_in_recovery_then_recovers() {
 fn tier3_recovery_has_no_send_to_crash_in() {
     // Tier 3 recovery neither resends nor looks up, so the crash point is never reached.
     let mut case = Case::new(Tier::THREE);
-    case.submit_and_crash(CrashPoint::AfterCommit);
+    case.submit_and_crash(CrashPoint::AfterSend);
     let mut host = case.host();
     host.crash_at(CrashPoint::InRecovery, CrashAction::Error);
     let mut results = host.recover_all(&mut case.target).unwrap();
@@ -288,7 +288,7 @@ fn tier3_recovery_has_no_send_to_crash_in() {
 #[test]
 fn resubmit_after_recovery_replays_the_outcome() {
     let mut case = Case::new(Tier::TWO);
-    case.submit_and_crash(CrashPoint::AfterCommit);
+    case.submit_and_crash(CrashPoint::AfterSend);
     case.recover();
     let again = case
         .host()

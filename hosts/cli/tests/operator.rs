@@ -177,7 +177,7 @@ fn a_revoked_lease_refuses_the_recovery_of_an_effect_under_it() {
     let premises = payments.premises(ORDER, None).unwrap();
     drop(payments);
     let refund = proposal(Tier::TWO, REFUND_CENTS, premises);
-    crash_at(&dir, &refund, CrashPoint::AfterIntent);
+    crash_at(&dir, &refund, CrashPoint::BeforeSend);
 
     let out = interlock(&["lease", "revoke", s(&dir), LEASE]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -547,7 +547,7 @@ fn recover_json_lists_outcomes_in_the_journal_spelling() {
     let premises = payments.premises(ORDER, None).unwrap();
     drop(payments);
     let refund = proposal(Tier::THREE, REFUND_CENTS, premises);
-    crash_at(&dir, &refund, CrashPoint::AfterCommit);
+    crash_at(&dir, &refund, CrashPoint::AfterSend);
     assert_eq!(refunds(&dir), 1);
 
     let list = json_of(&interlock(&["--json", "recover", s(&dir)]), 1);

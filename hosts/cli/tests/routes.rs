@@ -42,7 +42,7 @@ impl Targets for Mail {
 fn crash_after_commit(dir: &std::path::Path, clock: &Clock, proposal: &str, t: &mut dyn Targets) {
     let journal = FileJournal::open(dir).unwrap();
     let mut host = GateHost::new(runtime(), Box::new(journal), clock.clone()).unwrap();
-    host.crash_at(CrashPoint::AfterCommit, CrashAction::Error);
+    host.crash_at(CrashPoint::AfterSend, CrashAction::Error);
     match host.submit(proposal, t) {
         Err(Error::Crashed(_)) => {}
         other => panic!("expected the crash, got {other:?}"),

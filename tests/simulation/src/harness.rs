@@ -232,7 +232,9 @@ impl World {
             },
         };
         match &step.ask {
-            Ask::Sleep(_) => unreachable!("the simulation's recoveries never wait (recover)"),
+            Ask::Sleep(_) | Ask::Crash(_) => {
+                unreachable!("the simulation's recoveries never wait, and it sets no crash point")
+            }
             Ask::Done(out) => {
                 self.log(format!(
                     "worker {w}: {} {} reason {:?} executed {:?}{}",
@@ -287,7 +289,9 @@ impl World {
         };
         let faults = self.faults_on;
         match ask {
-            Ask::Sleep(_) => unreachable!("the simulation's recoveries never wait (recover)"),
+            Ask::Sleep(_) | Ask::Crash(_) => {
+                unreachable!("the simulation's recoveries never wait, and it sets no crash point")
+            }
             Ask::Capture {
                 effect_id,
                 effect,
@@ -509,6 +513,7 @@ fn ask_name(a: &Ask) -> String {
         Ask::Apply { attempt, .. } => format!("apply attempt {attempt}"),
         Ask::Query { .. } => "query".into(),
         Ask::Sleep(ms) => format!("sleep {ms} ms"),
+        Ask::Crash(p) => format!("crash {}", p.as_str()),
         Ask::Done(_) => "done".into(),
     }
 }

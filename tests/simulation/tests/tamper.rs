@@ -75,6 +75,7 @@ fn drive(
         let reply = match &s.ask {
             Ask::Done(_) => return,
             Ask::Sleep(_) => Reply::Slept,
+            Ask::Crash(_) => return,
             Ask::Capture {
                 effect_id,
                 effect,

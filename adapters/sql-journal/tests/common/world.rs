@@ -54,6 +54,7 @@ impl Worker {
         loop {
             let reply = match step.ask {
                 Ask::Sleep(_) => Reply::Slept,
+                Ask::Crash(_) => return Ok(None),
                 Ask::Done(o) => return Ok(Some(o)),
                 Ask::Capture {
                     effect_id,

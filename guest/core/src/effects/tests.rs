@@ -49,7 +49,7 @@ impl World {
     }
 
     /// The host's functions, by role, in the original's convention.
-    fn perform(&mut self, c: &Call) -> Answer {
+    fn perform(&mut self, c: &Call) -> CallAnswer {
         self.roles.push(c.role);
         let e: Value = serde_json::from_str(&c.effect).unwrap();
         let v = match c.role {
@@ -69,7 +69,7 @@ impl World {
                 );
                 match r {
                     Ok(r) => json!({"refund_id": r.id}),
-                    Err(err) => return Answer::Refused(err.to_string()),
+                    Err(err) => return CallAnswer::Refused(err.to_string()),
                 }
             }
             Role::Lookup => match self
@@ -82,17 +82,18 @@ impl World {
             },
             other => panic!("not defined here: {other:?}"),
         };
-        Answer::Returned(v.to_string())
+        CallAnswer::Returned(v.to_string())
     }
 
     fn drive(&mut self, mut next: Next, crash_after_apply: bool) -> Option<Next> {
         loop {
             next = match next {
                 Next::Done(_) | Next::Proposed(_) => return Some(next),
+                Next::Crash(_) => return None,
                 Next::Sleep { id, ms } => {
                     self.now += ms;
                     self.s
-                        .resume(&mut self.gate, &mut self.j, self.now, id, Answer::Slept)
+                        .resume(&mut self.gate, &mut self.j, self.now, id, CallAnswer::Slept)
                         .unwrap()
                 }
                 Next::Call(c) => {

@@ -59,6 +59,8 @@ pub struct Gate {
     /// Recoveries that wait out a live claim (`recover_waiting`), by the operation that
     /// carries them now: a gate step in progress, or a sleep.
     settling: BTreeMap<u64, Settling>,
+    /// For tests: where this gate's host is to die (`crash_at`).
+    crash: Option<CrashPoint>,
 }
 
 /// A recovery that waits out another worker's live claim.
@@ -95,6 +97,14 @@ impl Gate {
 
     pub fn strict_authority(&self) -> bool {
         self.strict
+    }
+
+    /// For tests, the one crash injection of every host: at `point` the gate asks the host
+    /// to die ([`Ask::Crash`]) instead of asking the send (`BeforeSend`, the intent durable)
+    /// or instead of recording its reply (`AfterSend`, the reply lost; `InRecovery`, after
+    /// a recovery's send or lookup). The host then stops as a killed process would.
+    pub fn crash_at(&mut self, point: Option<CrashPoint>) {
+        self.crash = point;
     }
 
     fn routes(&self, target: &str) -> bool {
@@ -202,7 +212,9 @@ impl Gate {
             return Ok(done(op, self.replay(j, effect_id, &stream)?));
         }
         let p = recorded_proposal(&stream)?;
-        self.start(j, now_ms, op, Ctx::new(effect_id.into(), p, stream))
+        let mut ctx = Ctx::new(effect_id.into(), p, stream);
+        ctx.recovering = true;
+        self.start(j, now_ms, op, ctx)
     }
 
     /// [`Gate::recover`], waiting out another worker's live claim: while the effect's claim
@@ -316,6 +328,22 @@ impl Gate {
             .ops
             .remove(&op)
             .ok_or(GateError::UnknownOperation(op))?;
+        // A test's crash: the reply of a send (or a recovery's lookup) never arrives.
+        let dies = matches!(
+            (self.crash, waiting, ctx.recovering),
+            (Some(CrashPoint::AfterSend), Waiting::Apply { .. }, false)
+                | (
+                    Some(CrashPoint::InRecovery),
+                    Waiting::Apply { .. } | Waiting::Query,
+                    true
+                )
+        );
+        if dies {
+            return Ok(Step {
+                op,
+                ask: Ask::Crash(self.crash.expect("matched")),
+            });
+        }
         let expected = match waiting {
             Waiting::Capture => "captured or failed",
             Waiting::Authorize => "allowed or failed",

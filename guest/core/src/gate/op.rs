@@ -23,6 +23,8 @@ pub(super) struct Ctx {
     pub(super) checks: Map<String, Value>,
     /// The premises to read at the re-check: the proposal's, and an approval's.
     pub(super) capture_names: Vec<String>,
+    /// The operation is a recovery (`recover`), not a submit.
+    pub(super) recovering: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -80,6 +82,7 @@ impl Ctx {
             refusal: None,
             checks: Map::new(),
             capture_names: Vec::new(),
+            recovering: false,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::canon::canonical;
 use crate::fields;
 use crate::journal::{Journal, JournalError};
 use crate::recovery::Recheck;
-use crate::types::{Ask, GateError, Outcome, Reason, State, Step};
+use crate::types::{Ask, CrashPoint, GateError, Outcome, Reason, State, Step};
 
 impl Gate {
     /// Reserve the cap (if any), then write everything that precedes the send in one
@@ -87,6 +87,13 @@ impl Gate {
             "{}: send without the host check",
             ctx.id
         );
+        if self.crash == Some(CrashPoint::BeforeSend) && !ctx.recovering {
+            // A test's crash: the intent is durable, the send never leaves.
+            return Ok(Step {
+                op,
+                ask: Ask::Crash(CrashPoint::BeforeSend),
+            });
+        }
         let ask = Ask::Apply {
             effect_id: ctx.id.clone(),
             target: ctx.proposal.target.name.clone(),

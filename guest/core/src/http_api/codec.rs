@@ -82,6 +82,7 @@ pub fn step_json(s: &Step) -> Value {
     let (ask, request) = match &s.ask {
         Ask::Done(o) => return json!({"op": s.op, "ask": "done", "outcome": outcome_json(o)}),
         Ask::Sleep(ms) => return json!({"op": s.op, "ask": "sleep", "ms": ms}),
+        Ask::Crash(p) => return json!({"op": s.op, "ask": "crash", "point": p.as_str()}),
         Ask::Capture {
             effect_id,
             target,

@@ -178,7 +178,7 @@ pub fn target_request(
             let e = endpoint(name, "lookup", target(name).and_then(|t| t.lookup.as_ref()))?;
             Ok(get(&e, effect_id, effect))
         }
-        Ask::Done(_) | Ask::Sleep(_) => Err(Reply::Failed(
+        Ask::Done(_) | Ask::Sleep(_) | Ask::Crash(_) => Err(Reply::Failed(
             "the gate asks no target request here; nothing to perform".into(),
         )),
     }
@@ -233,6 +233,8 @@ pub fn target_reply(ask: &Ask, answer: Result<&Fetched, &str>) -> Reply {
             Err(m) => Reply::Failed(format!("lookup: {m}")),
         },
         Ask::Sleep(_) => Reply::Slept,
-        Ask::Done(_) => Reply::Failed("the gate is done; nothing to perform".into()),
+        Ask::Crash(_) | Ask::Done(_) => {
+            Reply::Failed("the gate is done; nothing to perform".into())
+        }
     }
 }

@@ -20,7 +20,7 @@ use super::{mcp_answer, reply, ToolCall, ToolReply, ToolsConfig};
 use crate::canon::canonical;
 use crate::journal::Journal;
 use crate::proposal::parse_input;
-use crate::types::{Ask, ClaimWait, GateError, Outcome, Reply, Step};
+use crate::types::{Ask, CallAnswer, ClaimWait, CrashPoint, GateError, Outcome, Reply, Step};
 use crate::Gate;
 
 /// How the host's tools answer.
@@ -30,20 +30,6 @@ pub enum Results {
     Mcp,
     /// A plain function's return value as JSON.
     Plain,
-}
-
-/// What a tool the host called did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ToolAnswer {
-    /// It answered: an MCP `CallToolResult`, or a plain function's value (JSON text).
-    Returned(String),
-    /// A plain function said it refused and applied nothing (it raised the host's
-    /// `Rejected`).
-    Refused(String),
-    /// No answer: it raised, the connection was lost, it timed out.
-    Failed(String),
-    /// The host slept as [`ToolNext::Sleep`] asked.
-    Slept,
 }
 
 /// What the host does next for a gated call (or a recovery).
@@ -61,6 +47,8 @@ pub enum ToolNext {
     Sleep { id: u64, ms: u64 },
     /// The call is over: what to answer the model.
     Done(ToolDone),
+    /// For tests (`Gate::crash_at`): stop here as a killed process would.
+    Crash(CrashPoint),
 }
 
 /// How a gated call ended.
@@ -189,7 +177,7 @@ impl ToolSession {
             | Ask::Authorize { target, .. }
             | Ask::Apply { target, .. }
             | Ask::Query { target, .. } => target.clone(),
-            Ask::Sleep(_) | Ask::Done(_) => String::new(),
+            Ask::Sleep(_) | Ask::Crash(_) | Ask::Done(_) => String::new(),
         };
         self.follow(gate, j, now_ms, tool, step)
     }
@@ -201,7 +189,7 @@ impl ToolSession {
         j: &mut dyn Journal,
         now_ms: u64,
         id: u64,
-        answer: ToolAnswer,
+        answer: CallAnswer,
     ) -> Result<ToolNext, GateError> {
         let pending = self
             .pending
@@ -271,6 +259,7 @@ impl ToolSession {
     ) -> Result<ToolNext, GateError> {
         loop {
             let call = match &step.ask {
+                Ask::Crash(point) => return Ok(ToolNext::Crash(*point)),
                 Ask::Done(o) => {
                     let r = reply(&tool, o);
                     return Ok(ToolNext::Done(ToolDone {
@@ -349,10 +338,10 @@ impl ToolSession {
     }
 
     /// What a tool's answer means for the step it answers.
-    fn reply_to(&self, tool: &str, ask: &Ask, answer: ToolAnswer) -> Reply {
+    fn reply_to(&self, tool: &str, ask: &Ask, answer: CallAnswer) -> Reply {
         match ask {
             Ask::Sleep(_) => match answer {
-                ToolAnswer::Slept => Reply::Slept,
+                CallAnswer::Slept => Reply::Slept,
                 other => Reply::Failed(format!("waited for a sleep, got {other:?}")),
             },
             Ask::Capture { target, .. } => match self.value(answer) {
@@ -363,7 +352,7 @@ impl ToolSession {
                 Err(why) => Reply::Failed(why),
             },
             Ask::Apply { .. } => match answer {
-                ToolAnswer::Returned(text) => match self.results {
+                CallAnswer::Returned(text) => match self.results {
                     Results::Plain => match serde_json::from_str::<Value>(&text) {
                         Ok(v) => Reply::Applied(canonical(&v)),
                         Err(e) => Reply::Unknown(format!("{tool} answered no JSON: {e}")),
@@ -375,9 +364,9 @@ impl ToolSession {
                         Err(why) => Reply::Unknown(why),
                     },
                 },
-                ToolAnswer::Refused(m) => Reply::Rejected(m),
-                ToolAnswer::Failed(m) => Reply::Unknown(m),
-                ToolAnswer::Slept => Reply::Unknown("the send was answered with a sleep".into()),
+                CallAnswer::Refused(m) => Reply::Rejected(m),
+                CallAnswer::Failed(m) => Reply::Unknown(m),
+                CallAnswer::Slept => Reply::Unknown("the send was answered with a sleep".into()),
             },
             Ask::Query { target, .. } => match self.value(answer) {
                 Ok(v) => match self.config.found(target, &v) {
@@ -387,24 +376,24 @@ impl ToolSession {
                 },
                 Err(why) => Reply::Failed(why),
             },
-            Ask::Authorize { .. } | Ask::Done(_) => {
+            Ask::Authorize { .. } | Ask::Crash(_) | Ask::Done(_) => {
                 Reply::Failed("nothing was asked of a tool here".into())
             }
         }
     }
 
     /// A read's answer as a value, or why there is none (the tool's error, no answer).
-    fn value(&self, answer: ToolAnswer) -> Result<Value, String> {
+    fn value(&self, answer: CallAnswer) -> Result<Value, String> {
         match answer {
-            ToolAnswer::Returned(text) => match self.results {
+            CallAnswer::Returned(text) => match self.results {
                 Results::Plain => serde_json::from_str(&text).map_err(|e| format!("no JSON: {e}")),
                 Results::Mcp => match read_mcp(&text)? {
                     (true, v) => Err(format!("answered an error: {}", canonical(&v))),
                     (false, v) => Ok(v),
                 },
             },
-            ToolAnswer::Refused(m) | ToolAnswer::Failed(m) => Err(m),
-            ToolAnswer::Slept => Err("answered with a sleep".into()),
+            CallAnswer::Refused(m) | CallAnswer::Failed(m) => Err(m),
+            CallAnswer::Slept => Err("answered with a sleep".into()),
         }
     }
 

@@ -53,6 +53,7 @@ pub fn ask_json(ask: &Ask) -> (&'static str, Value) {
         ),
         Ask::Done(o) => ("done", json!({"effect_id": o.effect_id})),
         Ask::Sleep(ms) => ("sleep", json!({"ms": ms})),
+        Ask::Crash(_) => ("crash", Value::Null),
     }
 }
 
@@ -151,7 +152,9 @@ impl World {
                 assert_eq!(r.target, PAYMENTS, "the gate asked for an unrouted target");
                 reply(self.payments.query(&r.effect_id, &r.effect))
             }
-            Ask::Sleep(_) => unreachable!("the runner's recoveries never wait (recover)"),
+            Ask::Sleep(_) | Ask::Crash(_) => {
+                unreachable!("the runner's recoveries never wait, and it sets no crash point")
+            }
             Ask::Done(_) => unreachable!("a done step asks nothing"),
         };
         let (name, request) = ask_json(ask);

@@ -74,11 +74,11 @@ impl World {
     }
 
     /// The host calls a tool: the service's answer, as MCP or as a plain value.
-    fn invoke(&mut self, call: &ToolCall) -> ToolAnswer {
+    fn invoke(&mut self, call: &ToolCall) -> CallAnswer {
         self.calls.push((call.tool.clone(), call.arguments.clone()));
         if self.fail_next == Some(call.tool.as_str()) {
             self.fail_next = None;
-            return ToolAnswer::Failed("connection lost".into());
+            return CallAnswer::Failed("connection lost".into());
         }
         let a = &call.arguments;
         let got: Result<Value, String> = match call.tool.as_str() {
@@ -103,13 +103,13 @@ impl World {
             other => panic!("no tool {other}"),
         };
         match (self.results, got) {
-            (Results::Plain, Ok(v)) => ToolAnswer::Returned(v.to_string()),
-            (Results::Plain, Err(e)) => ToolAnswer::Refused(e),
-            (Results::Mcp, Ok(v)) => ToolAnswer::Returned(
+            (Results::Plain, Ok(v)) => CallAnswer::Returned(v.to_string()),
+            (Results::Plain, Err(e)) => CallAnswer::Refused(e),
+            (Results::Mcp, Ok(v)) => CallAnswer::Returned(
                 json!({"content": [{"type": "text", "text": v.to_string()}], "structuredContent": v})
                     .to_string(),
             ),
-            (Results::Mcp, Err(e)) => ToolAnswer::Returned(
+            (Results::Mcp, Err(e)) => CallAnswer::Returned(
                 json!({"content": [{"type": "text", "text": e}], "isError": true}).to_string(),
             ),
         }
@@ -122,9 +122,10 @@ impl World {
         loop {
             next = match next {
                 ToolNext::Done(d) => return Some(d),
+                ToolNext::Crash(_) => return None,
                 ToolNext::Sleep { id, ms } => {
                     self.now += ms;
-                    self.resume(id, ToolAnswer::Slept)
+                    self.resume(id, CallAnswer::Slept)
                 }
                 ToolNext::Call { id, call, .. } => {
                     if crash == Some((call.tool.as_str(), false)) {
@@ -140,7 +141,7 @@ impl World {
         }
     }
 
-    fn resume(&mut self, id: u64, answer: ToolAnswer) -> ToolNext {
+    fn resume(&mut self, id: u64, answer: CallAnswer) -> ToolNext {
         self.session
             .resume(&mut self.gate, &mut self.j, self.now, id, answer)
             .unwrap()

@@ -152,7 +152,7 @@ impl World {
             Ask::Capture(r) => &r.target,
             Ask::Apply(r) => &r.target,
             Ask::Query(r) => &r.target,
-            Ask::Authorize(_) | Ask::Sleep(_) | Ask::Done(_) => return None,
+            Ask::Authorize(_) | Ask::Sleep(_) | Ask::Crash(_) | Ask::Done(_) => return None,
         };
         if !t.gated.contains(target) {
             return None;
@@ -197,7 +197,9 @@ impl World {
                     },
                 },
             },
-            Ask::Authorize(_) | Ask::Sleep(_) | Ask::Done(_) => unreachable!("answered above"),
+            Ask::Authorize(_) | Ask::Sleep(_) | Ask::Crash(_) | Ask::Done(_) => {
+                unreachable!("answered above")
+            }
         })
     }
 }
