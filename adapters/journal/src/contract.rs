@@ -502,10 +502,10 @@ fn same_answers_as_mem_journal(fx: &mut dyn Fixture) -> Result<(), String> {
                 continue;
             }
             let len = t!(mem.length(s));
-            let open = step % 4 != 0;
+            let open = !step.is_multiple_of(4);
             let n = 1 + step % 3;
             let batch = entries(s, len, n, open);
-            let durable = step % 2 == 0;
+            let durable = step.is_multiple_of(2);
             check_eq!(
                 j.append(s, len, &batch, durable, open),
                 mem.append(s, len, &batch, durable, open)

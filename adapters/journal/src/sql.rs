@@ -66,7 +66,13 @@ mod st {
         "INSERT INTO interlock_meta (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO NOTHING";
     /// SQLite's sync: a commit that writes, in a durable batch (`synchronous = FULL`), so
     /// the write-ahead log, which holds every earlier commit of every process, is fsynced.
-    pub const SQLITE_SYNC: &str = "UPDATE interlock_meta SET value = value WHERE key = 'format'";
+    /// A row written and removed in one transaction: the pages are written (SQLite skips a
+    /// write that changes nothing, and a commit that wrote nothing syncs nothing), and the
+    /// journal's rows are as they were.
+    pub const SQLITE_SYNC: [&str; 2] = [
+        "INSERT INTO interlock_meta (key, value) VALUES ('sync', '')",
+        "DELETE FROM interlock_meta WHERE key = 'sync'",
+    ];
     /// PostgreSQL's sync: flushes the WAL up to everything committed so far. A commit
     /// flushes only if its transaction wrote WAL; a transactional logical message is the
     /// smallest such write (no table, no lock). Nothing is written when the WAL is already
@@ -423,14 +429,15 @@ impl<S: Sql> Journal for SqlJournal<S> {
     /// its write-ahead log by committing a write with `synchronous = FULL`; PostgreSQL
     /// flushes its WAL with a durable commit of a logical message, when it is not flushed.
     fn sync(&mut self) -> Result<(), JournalError> {
-        let sql = match self.dialect {
-            Dialect::Sqlite => st::SQLITE_SYNC,
-            Dialect::Postgres => st::PG_SYNC,
+        let sql: &[&str] = match self.dialect {
+            Dialect::Sqlite => &st::SQLITE_SYNC,
+            Dialect::Postgres => &[st::PG_SYNC],
         };
-        let statement = self.dialect.statement(sql, Vec::new(), None);
-        self.sql
-            .sql_batch(core::slice::from_ref(&statement), true, true)
-            .map_err(storage)?;
+        let batch: Vec<Statement> = sql
+            .iter()
+            .map(|s| self.dialect.statement(s, Vec::new(), None))
+            .collect();
+        self.sql.sql_batch(&batch, true, true).map_err(storage)?;
         Ok(())
     }
 }

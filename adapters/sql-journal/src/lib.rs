@@ -1,78 +1,34 @@
-//! Shared backends of the Interlock journal (`wit/journal.wit`): [`SqliteJournal`] for many
-//! processes on one machine and [`PostgresJournal`] for many machines.
+//! The shared journals on their databases: [`SqliteSql`] (many processes on one machine)
+//! and [`PostgresSql`] (many machines), the `Sql` of `interlock-journal` over rusqlite and
+//! postgres, and [`SqliteJournal`], [`PostgresJournal`] and [`open_url`]: the journal
+//! itself natively (`interlock_journal::SqlJournal` over them), for native users.
 //!
-//! Both store the one schema in `schema.sql` (written once, its two dialect differences
-//! spelled out there) and implement the gate's one journal trait, [`interlock_core::Journal`],
-//! with the same rules as the file journal: compare-and-append inside one transaction
-//! (the stream's length checked and advanced under a lock, `(stream, seq)` unique), entries
-//! stored byte for byte and checked with `interlock-journal-format`'s append validation,
-//! the format version in a `meta` row, durability = a commit that waits for the disk, and
-//! non-durable appends committed without waiting (group commit: the next durable commit or
-//! [`Journal::sync`] flushes them, in order). README.md says how each rule is translated.
+//! Every rule of the journal (the schema in `schema.sql`, its dialect tokens, the format
+//! row, compare-and-append as guarded statements, the sync statements) is in
+//! `interlock-journal`, which also runs inside the gate component over these same runners
+//! when the CLI hosts it. What is here is the databases' own: connections, the busy
+//! timeout, reconnecting, `synchronous` per commit, a commit whose acknowledgement is lost,
+//! the UTF-8 check, file modes. README.md says how each rule is translated.
 //!
 //! [`open_url`] opens either from a URL: `sqlite:///abs/path.db` or `postgres://...`
 //! (a libpq `key=value` string works too).
 
 use std::path::PathBuf;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use interlock_core::{Journal, JournalError};
-use interlock_journal_format::{self as format, FormatError};
+use interlock_journal::{Dialect, Rows, Sql, Statement, StorageError};
 
 pub mod pg;
 pub mod sqlite;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use pg::PostgresJournal;
-pub use sqlite::SqliteJournal;
-
-/// The schema, with `{position_key}` and `{ordinal_key}` standing for the two types that
-/// differ by dialect.
-pub const SCHEMA: &str = include_str!("schema.sql");
-
-/// The key of the `interlock_meta` row holding the format version.
-pub const FORMAT_KEY: &str = "format";
-
-/// The SQL dialects the schema is written for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dialect {
-    Sqlite,
-    Postgres,
-}
-
-impl Dialect {
-    /// The type of `interlock_streams.position`: a key that grows with every new stream.
-    fn position_key(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "INTEGER PRIMARY KEY",
-            Dialect::Postgres => "BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY",
-        }
-    }
-
-    /// The type of `interlock_entries.ordinal`: the entry's place in the whole journal.
-    fn ordinal_key(self) -> &'static str {
-        match self {
-            Dialect::Sqlite => "INTEGER NOT NULL UNIQUE",
-            Dialect::Postgres => "BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE",
-        }
-    }
-
-    /// The schema's statements in this dialect: first the meta table, then the rest.
-    pub fn schema(self) -> Vec<String> {
-        SCHEMA
-            .replace("{position_key}", self.position_key())
-            .replace("{ordinal_key}", self.ordinal_key())
-            .split(";\n")
-            .map(str::trim)
-            .filter(|s| {
-                s.lines()
-                    .any(|l| !l.trim().is_empty() && !l.starts_with("--"))
-            })
-            .map(String::from)
-            .collect()
-    }
-}
+pub use interlock_journal::{FORMAT_KEY, OPEN_STREAMS, SCHEMA};
+pub use pg::{PostgresJournal, PostgresSql};
+pub use sqlite::{SqliteJournal, SqliteSql};
 
 /// Why a journal could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -89,6 +45,28 @@ pub enum Error {
     /// The database could not be opened, reached or set up.
     #[error("{0}")]
     Open(String),
+}
+
+impl Error {
+    /// The journal's refusal to open, for the database `name`: a format it does not read
+    /// (`other`) or a storage failure.
+    fn from_journal(name: &str, e: JournalError) -> Error {
+        match e {
+            JournalError::Other(m) => Error::Format(format!("{name}: {m}")),
+            // The storage's sentences name the database already.
+            other => Error::Open(describe(&other)),
+        }
+    }
+}
+
+fn describe(e: &JournalError) -> String {
+    match e {
+        JournalError::Conflict(n) => format!("conflict at {n}"),
+        JournalError::Io(m)
+        | JournalError::Corrupt(m)
+        | JournalError::TornTail(m)
+        | JournalError::Other(m) => m.clone(),
+    }
 }
 
 /// Where a journal URL points.
@@ -130,7 +108,90 @@ pub fn parse_url(url: &str) -> Result<Location, Error> {
     ))
 }
 
-/// A journal in either database.
+/// Commits counted by every handle that shares them (a test's workers, or one handle).
+#[derive(Debug, Default)]
+pub struct Counters {
+    commits: AtomicU64,
+    durable: AtomicU64,
+}
+
+impl Counters {
+    fn committed(&self, durable: bool) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        if durable {
+            self.durable.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Transactions that wrote and committed.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
+    }
+
+    /// Of those, the ones that waited for the disk (durable appends and syncs).
+    pub fn durable_commits(&self) -> u64 {
+        self.durable.load(Ordering::Relaxed)
+    }
+}
+
+/// Either database, as the `Sql` a journal (or the gate component) runs over.
+#[derive(Debug)]
+pub enum SqlStore {
+    Sqlite(SqliteSql),
+    Postgres(Box<PostgresSql>),
+}
+
+impl SqlStore {
+    /// Opens (or creates) the database at `url` (see [`parse_url`]); the journal's schema
+    /// is the journal's to create.
+    pub fn open_url(url: &str) -> Result<SqlStore, Error> {
+        Ok(match parse_url(url)? {
+            Location::Sqlite(path) => SqlStore::Sqlite(SqliteSql::open(&path)?),
+            Location::Postgres(config) => {
+                SqlStore::Postgres(Box::new(PostgresSql::connect(*config)?))
+            }
+        })
+    }
+
+    pub fn dialect(&self) -> Dialect {
+        match self {
+            SqlStore::Sqlite(_) => Dialect::Sqlite,
+            SqlStore::Postgres(_) => Dialect::Postgres,
+        }
+    }
+
+    /// The database, for messages.
+    pub fn name(&self) -> String {
+        match self {
+            SqlStore::Sqlite(s) => s.name(),
+            SqlStore::Postgres(p) => p.name(),
+        }
+    }
+
+    /// The commits this store's handle counted.
+    pub fn counters(&self) -> Arc<Counters> {
+        match self {
+            SqlStore::Sqlite(s) => s.counters(),
+            SqlStore::Postgres(p) => p.counters(),
+        }
+    }
+}
+
+impl Sql for SqlStore {
+    fn sql_batch(
+        &mut self,
+        statements: &[Statement],
+        write: bool,
+        durable: bool,
+    ) -> Result<Vec<Rows>, StorageError> {
+        match self {
+            SqlStore::Sqlite(s) => s.sql_batch(statements, write, durable),
+            SqlStore::Postgres(p) => p.sql_batch(statements, write, durable),
+        }
+    }
+}
+
+/// A journal in either database, natively.
 #[derive(Debug)]
 pub enum SqlJournal {
     Sqlite(SqliteJournal),
@@ -193,48 +254,73 @@ pub fn open_url(url: &str) -> Result<SqlJournal, Error> {
     })
 }
 
-/// Checks the format row of an existing journal (`None`: a new one, to be stamped).
-fn check_format(value: Option<&str>, journal: &str) -> Result<(), Error> {
-    let Some(text) = value else { return Ok(()) };
-    match format::check_format_file(text) {
-        Ok(_) => Ok(()),
-        Err(e @ FormatError::NewerVersion { .. }) => Err(Error::Format(format!("{journal}: {e}"))),
-        Err(FormatError::BadFormatFile { detail }) => Err(Error::Format(format!(
-            "{journal}: its interlock_meta row {FORMAT_KEY:?} is not a format version: \
-             {detail}; expected {:?}",
-            format::format_file_text()
-        ))),
-        Err(e) => Err(Error::Format(format!("{journal}: {e}"))),
-    }
-}
+/// The native journal over a runner, as `$ty` (the same methods for both databases).
+macro_rules! native_journal {
+    ($ty:ident, $sql:ident) => {
+        use interlock_core::{Journal, JournalError};
 
-/// The gate's error for an append the format refuses (as the file journal reports it).
-fn invalid(e: FormatError) -> JournalError {
-    JournalError::Other(e.to_string())
-}
+        impl $ty {
+            /// The journal over a database already open.
+            pub fn over(sql: $sql) -> Result<$ty, Error> {
+                let name = sql.name();
+                let counters = sql.counters();
+                let inner = interlock_journal::SqlJournal::open(sql, $sql::DIALECT)
+                    .map_err(|e| $crate::Error::from_journal(&name, e))?;
+                Ok($ty {
+                    inner,
+                    counters,
+                    name,
+                })
+            }
 
-/// A length or position as SQL stores it (BIGINT). Journal lengths never come near 2^63;
-/// one that did is refused rather than wrapped.
-fn to_sql_int(n: u64) -> Result<i64, JournalError> {
-    i64::try_from(n).map_err(|_| JournalError::Other(format!("{n} is beyond a BIGINT")))
-}
+            /// Transactions this handle committed (appends; syncs).
+            pub fn commits(&self) -> u64 {
+                self.counters.commits()
+            }
 
-/// Checks that rows read for `stream` from `start` run seq = start, start + 1, ...
-fn check_run(
-    stream: &str,
-    start: u64,
-    seqs: impl Iterator<Item = i64>,
-) -> Result<(), JournalError> {
-    for (i, seq) in seqs.enumerate() {
-        let want = start + i as u64;
-        if u64::try_from(seq).ok() != Some(want) {
-            return Err(JournalError::Corrupt(format!(
-                "interlock_entries of stream {stream:?}: seq {want} is missing (found {seq})"
-            )));
+            /// Commits this handle made that waited for the disk: durable appends and syncs.
+            pub fn durable_commits(&self) -> u64 {
+                self.counters.durable_commits()
+            }
+
+            /// Every entry of the journal in append order (by `ordinal`): each followed by
+            /// a newline, the bytes a file journal of the same appends holds.
+            pub fn entries_in_order(&mut self) -> Result<Vec<String>, JournalError> {
+                self.inner.entries_in_order()
+            }
         }
-    }
-    Ok(())
+
+        impl Journal for $ty {
+            fn append(
+                &mut self,
+                stream: &str,
+                expected_len: u64,
+                entries: &[String],
+                durable: bool,
+                open: bool,
+            ) -> Result<(), JournalError> {
+                self.inner
+                    .append(stream, expected_len, entries, durable, open)
+            }
+            fn read(&mut self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
+                self.inner.read(stream, start)
+            }
+            fn length(&mut self, stream: &str) -> Result<u64, JournalError> {
+                self.inner.length(stream)
+            }
+            fn open_streams(&mut self) -> Result<Vec<String>, JournalError> {
+                self.inner.open_streams()
+            }
+            fn streams(&mut self) -> Result<Vec<String>, JournalError> {
+                self.inner.streams()
+            }
+            fn sync(&mut self) -> Result<(), JournalError> {
+                self.inner.sync()
+            }
+        }
+    };
 }
+pub(crate) use native_journal;
 
 #[cfg(test)]
 mod tests;

@@ -1,70 +1,53 @@
-//! [`SqliteJournal`]: the journal in one SQLite file, shared by the processes of one machine.
+//! [`SqliteSql`]: a SQLite database file, shared by the processes of one machine, as the
+//! `Sql` of `interlock-journal`; [`SqliteJournal`]: the journal over it, natively.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{DirBuilder, OpenOptions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use interlock_core::{Journal, JournalError};
-use interlock_journal_format as format;
-use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+use interlock_journal::{Dialect, Rows, Sql, SqlValue, Statement, StorageError};
+use rusqlite::types::{Value, ValueRef};
+use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 
-use crate::{check_format, check_run, invalid, to_sql_int, Dialect, Error, FORMAT_KEY};
+use crate::{native_journal, Counters, Error};
 
-/// A journal in a SQLite database file in WAL mode. Every process (and thread) opens its
-/// own; SQLite's file locks make compare-and-append atomic across all of them.
+/// A SQLite database in WAL mode. Every process (and thread) opens its own; SQLite's file
+/// locks make each batch atomic across all of them, and a writing batch takes the write
+/// lock before its first statement (`BEGIN IMMEDIATE`).
 ///
-/// A durable append commits with `synchronous=FULL` (one fsync of the write-ahead log,
-/// which also covers every earlier commit, whoever made it); a non-durable one commits
-/// with `synchronous=NORMAL` (written to the log, not synced): they are made durable, in
-/// log order, by the next durable commit or [`Journal::sync`] of any process.
-pub struct SqliteJournal {
+/// A durable batch commits with `synchronous=FULL` (one fsync of the write-ahead log,
+/// which also covers every earlier commit, whoever made it); any other with
+/// `synchronous=NORMAL` (written to the log, not synced): made durable, in log order, by
+/// the next durable commit of any process.
+pub struct SqliteSql {
     conn: Connection,
     path: PathBuf,
-    /// The database's write-ahead log, which `sync` flushes.
-    wal: PathBuf,
     /// The `synchronous` setting in force on the connection (`true`: FULL).
     synchronous_full: bool,
-    commits: u64,
-    durable_commits: u64,
+    counters: Arc<Counters>,
 }
 
-impl std::fmt::Debug for SqliteJournal {
+impl std::fmt::Debug for SqliteSql {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteJournal")
+        f.debug_struct("SqliteSql")
             .field("path", &self.path)
-            .field("commits", &self.commits)
-            .field("durable_commits", &self.durable_commits)
+            .field("counters", &self.counters)
             .finish()
     }
 }
 
-const LENGTH: &str = "SELECT length FROM interlock_streams WHERE name = ?1";
-const CREATE_STREAM: &str =
-    "INSERT INTO interlock_streams (name, length, open) VALUES (?1, ?2, ?3)";
-const UPDATE_STREAM: &str = "UPDATE interlock_streams SET length = ?2, open = ?3 WHERE name = ?1";
-/// The ordinal is max + 1: the write lock (`BEGIN IMMEDIATE`) is held, and the UNIQUE index
-/// answers the max.
-const INSERT_ENTRY: &str = "INSERT INTO interlock_entries (stream, seq, entry, ordinal) \
-     VALUES (?1, ?2, ?3, (SELECT COALESCE(MAX(ordinal), 0) + 1 FROM interlock_entries))";
-const IN_ORDER: &str = "SELECT entry FROM interlock_entries ORDER BY ordinal";
-const READ: &str =
-    "SELECT seq, entry FROM interlock_entries WHERE stream = ?1 AND seq >= ?2 ORDER BY seq";
-/// Recovery's work list: answered from the partial index `interlock_open_streams`.
-pub const OPEN_STREAMS: &str = "SELECT name FROM interlock_streams WHERE open ORDER BY position";
-const STREAMS: &str = "SELECT name FROM interlock_streams ORDER BY position";
-const FORMAT_ROW: &str = "SELECT value FROM interlock_meta WHERE key = ?1";
-const STAMP_FORMAT: &str = "INSERT INTO interlock_meta (key, value) VALUES (?1, ?2)";
+impl SqliteSql {
+    pub const DIALECT: Dialect = Dialect::Sqlite;
 
-impl SqliteJournal {
     /// How long a write waits for another process's transaction before it fails.
     pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
     /// Opens (or creates, readable by its owner only, with missing parent directories) the
-    /// journal database at `path`, switches it to WAL mode, creates the schema if needed
-    /// and checks its format version (a newer one is refused, nothing changed).
-    pub fn open(path: &Path) -> Result<SqliteJournal, Error> {
+    /// database at `path` and switches it to WAL mode.
+    pub fn open(path: &Path) -> Result<SqliteSql, Error> {
         let fail = |what: &str, e: &dyn std::fmt::Display| {
             Error::Open(format!("SQLite journal {}: {what}: {e}", path.display()))
         };
@@ -72,12 +55,7 @@ impl SqliteJournal {
         let conn = Connection::open(path).map_err(|e| fail("cannot open", &e))?;
         conn.busy_timeout(Self::BUSY_TIMEOUT)
             .map_err(|e| fail("cannot set the busy timeout", &e))?;
-        // A newer journal is refused before anything (even its journal mode) is changed.
-        let stamped = read_format(&conn).map_err(|e| fail("cannot read the format version", &e))?;
-        check_format(
-            stamped.as_deref(),
-            &format!("SQLite journal {}", path.display()),
-        )?;
+        conn.set_prepared_statement_cache_capacity(64);
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(|e| fail("cannot switch to WAL mode", &e))?;
@@ -89,46 +67,22 @@ impl SqliteJournal {
         }
         conn.execute_batch("PRAGMA synchronous = NORMAL")
             .map_err(|e| fail("cannot set synchronous", &e))?;
-        let mut journal = SqliteJournal {
-            wal: wal_path(&conn, path),
+        Ok(SqliteSql {
             conn,
             path: path.to_owned(),
             synchronous_full: false,
-            commits: 0,
-            durable_commits: 0,
-        };
-        journal.set_up().map_err(|e| match e {
-            SetUp::Format(e) => e,
-            SetUp::Sql(e) => fail("cannot set up the schema", &e),
-        })?;
-        Ok(journal)
+            counters: Arc::default(),
+        })
     }
 
-    /// Creates the schema under the write lock, so that processes opening a new journal at
-    /// once do not race; a newer format is refused before anything but the meta table (the
-    /// same in every version) is created, and the transaction is rolled back.
-    fn set_up(&mut self) -> Result<(), SetUp> {
-        let name = format!("SQLite journal {}", self.path.display());
-        let schema = Dialect::Sqlite.schema();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute_batch(&schema[0])?;
-        let stamped: Option<String> = tx
-            .query_row(FORMAT_ROW, [FORMAT_KEY], |r| r.get(0))
-            .optional()?;
-        check_format(stamped.as_deref(), &name).map_err(SetUp::Format)?;
-        for statement in &schema[1..] {
-            tx.execute_batch(statement)?;
-        }
-        if stamped.is_none() {
-            tx.execute(
-                STAMP_FORMAT,
-                params![FORMAT_KEY, format::format_file_text()],
-            )?;
-        }
-        tx.commit()?;
-        Ok(())
+    /// This handle counting into `counters` (shared with other handles).
+    pub fn with_counters(mut self, counters: Arc<Counters>) -> SqliteSql {
+        self.counters = counters;
+        self
+    }
+
+    pub fn counters(&self) -> Arc<Counters> {
+        self.counters.clone()
     }
 
     /// The database file.
@@ -136,208 +90,108 @@ impl SqliteJournal {
         &self.path
     }
 
-    /// Transactions this handle committed (appends).
-    pub fn commits(&self) -> u64 {
-        self.commits
+    pub fn name(&self) -> String {
+        format!("SQLite journal {}", self.path.display())
     }
 
-    /// fsyncs this handle asked for: durable appends and syncs.
-    pub fn durable_commits(&self) -> u64 {
-        self.durable_commits
-    }
-
-    /// Every entry of the journal in append order (by `ordinal`): each followed by a
-    /// newline, the bytes a file journal of the same appends holds.
-    pub fn entries_in_order(&mut self) -> Result<Vec<String>, JournalError> {
-        let rows = (|| {
-            let mut st = self.conn.prepare_cached(IN_ORDER)?;
-            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect::<Result<Vec<_>, _>>()
-        })();
-        rows.map_err(|e| self.error(e))
-    }
-
-    fn set_synchronous(&mut self, full: bool) -> Result<(), JournalError> {
+    fn set_synchronous(&mut self, full: bool) -> rusqlite::Result<()> {
         if self.synchronous_full != full {
-            let pragma = if full {
+            self.conn.execute_batch(if full {
                 "PRAGMA synchronous = FULL"
             } else {
                 "PRAGMA synchronous = NORMAL"
-            };
-            self.conn.execute_batch(pragma).map_err(|e| self.error(e))?;
+            })?;
             self.synchronous_full = full;
         }
         Ok(())
     }
 
-    fn error(&self, e: rusqlite::Error) -> JournalError {
+    fn error(&self, e: rusqlite::Error) -> StorageError {
         let at = self.path.display();
         match &e {
-            rusqlite::Error::FromSqlConversionFailure(..)
-            | rusqlite::Error::InvalidColumnType(..)
-            | rusqlite::Error::IntegralValueOutOfRange(..) => {
-                JournalError::Corrupt(format!("SQLite journal {at}: a stored value is unreadable: {e}"))
-            }
             rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::DatabaseBusy => {
-                JournalError::Io(format!(
+                StorageError::Io(format!(
                     "SQLite journal {at}: other writers held the database for longer than {} s: {e}",
                     Self::BUSY_TIMEOUT.as_secs()
                 ))
             }
-            _ => JournalError::Io(format!("SQLite journal {at}: {e}")),
+            _ => StorageError::Io(format!("SQLite journal {at}: {e}")),
         }
     }
 
-    fn try_append(
+    fn run(
         &mut self,
-        stream: &str,
-        expected_len: u64,
-        entries: &[String],
+        statements: &[Statement],
+        write: bool,
         durable: bool,
-        open: bool,
-    ) -> Result<(), Fail> {
-        self.set_synchronous(durable)?;
-        // IMMEDIATE takes the write lock before the length is read, so no other writer can
-        // advance the stream between the check and the insert.
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let actual: Option<i64> = tx
-            .prepare_cached(LENGTH)?
-            .query_row([stream], |r| r.get(0))
-            .optional()?;
-        let actual = actual.map_or(0, |n| n as u64);
-        if actual != expected_len {
-            return Err(JournalError::Conflict(actual).into());
+    ) -> Result<Vec<Rows>, Fail> {
+        if write {
+            self.set_synchronous(durable)?;
         }
-        format::validate_append(entries, stream, expected_len, open).map_err(invalid)?;
-        let new_len = to_sql_int(expected_len + entries.len() as u64)?;
-        if actual == 0 {
-            tx.prepare_cached(CREATE_STREAM)?
-                .execute(params![stream, new_len, open])?;
+        // IMMEDIATE takes the write lock before the first statement, so nothing can change
+        // between a guard and the writes after it.
+        let tx = self.conn.transaction_with_behavior(if write {
+            TransactionBehavior::Immediate
         } else {
-            tx.prepare_cached(UPDATE_STREAM)?
-                .execute(params![stream, new_len, open])?;
-        }
-        {
-            let mut insert = tx.prepare_cached(INSERT_ENTRY)?;
-            for (i, entry) in entries.iter().enumerate() {
-                insert.execute(params![stream, to_sql_int(expected_len + i as u64)?, entry])?;
+            TransactionBehavior::Deferred
+        })?;
+        let mut out = Vec::with_capacity(statements.len());
+        for (i, s) in statements.iter().enumerate() {
+            let mut st = tx.prepare_cached(&s.sql)?;
+            let params = rusqlite::params_from_iter(s.params.iter().map(|p| match p {
+                SqlValue::Null => Value::Null,
+                SqlValue::Integer(n) => Value::Integer(*n),
+                SqlValue::Text(t) => Value::Text(t.clone()),
+            }));
+            if st.column_count() > 0 {
+                let n = st.column_count();
+                let mut rows = st.query(params)?;
+                let mut got = Vec::new();
+                while let Some(row) = rows.next()? {
+                    let mut cols = Vec::with_capacity(n);
+                    for c in 0..n {
+                        cols.push(match row.get_ref(c)? {
+                            ValueRef::Null => SqlValue::Null,
+                            ValueRef::Integer(v) => SqlValue::Integer(v),
+                            ValueRef::Text(t) => SqlValue::Text(
+                                std::str::from_utf8(t)
+                                    .map_err(|e| {
+                                        Fail::Other(format!("a stored text is not UTF-8: {e}"))
+                                    })?
+                                    .to_owned(),
+                            ),
+                            other => {
+                                return Err(Fail::Other(format!(
+                                    "column {c} of statement {i} is {:?}, neither integer nor text",
+                                    other.data_type()
+                                )))
+                            }
+                        });
+                    }
+                    got.push(cols);
+                }
+                out.push(got);
+            } else {
+                let changed = st.execute(params)? as u64;
+                if s.expect_changes.is_some_and(|want| want != changed) {
+                    // Dropping the transaction rolls it back.
+                    return Err(Fail::Unexpected(i as u32));
+                }
+                out.push(Vec::new());
             }
         }
         tx.commit()?;
-        self.commits += 1;
-        if durable {
-            self.durable_commits += 1;
+        if write {
+            self.counters.committed(durable);
         }
-        Ok(())
-    }
-}
-
-impl Journal for SqliteJournal {
-    /// An empty batch writes nothing and leaves the stream (and its `open`) as it is; if
-    /// `durable`, it still syncs. As with the file journal, a conflict is reported before
-    /// the entries are checked.
-    fn append(
-        &mut self,
-        stream: &str,
-        expected_len: u64,
-        entries: &[String],
-        durable: bool,
-        open: bool,
-    ) -> Result<(), JournalError> {
-        if entries.is_empty() {
-            let actual = self.length(stream)?;
-            if actual != expected_len {
-                return Err(JournalError::Conflict(actual));
-            }
-            return if durable { self.sync() } else { Ok(()) };
-        }
-        self.try_append(stream, expected_len, entries, durable, open)
-            .map_err(|f| match f {
-                Fail::Journal(e) => e,
-                Fail::Sql(e) => self.error(e),
-            })
-    }
-
-    fn read(&mut self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
-        let from = i64::try_from(start).unwrap_or(i64::MAX);
-        let rows = (|| {
-            let mut st = self.conn.prepare_cached(READ)?;
-            let rows = st.query_map(params![stream, from], |r| {
-                Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?))
-            })?;
-            rows.collect::<Result<Vec<_>, _>>()
-        })()
-        .map_err(|e| self.error(e))?;
-        check_run(stream, start, rows.iter().map(|(seq, _)| *seq))?;
-        Ok(rows.into_iter().map(|(_, entry)| entry).collect())
-    }
-
-    fn length(&mut self, stream: &str) -> Result<u64, JournalError> {
-        let n: Option<i64> = self
-            .conn
-            .prepare_cached(LENGTH)
-            .and_then(|mut st| st.query_row([stream], |r| r.get(0)).optional())
-            .map_err(|e| self.error(e))?;
-        Ok(n.map_or(0, |n| n as u64))
-    }
-
-    fn open_streams(&mut self) -> Result<Vec<String>, JournalError> {
-        self.names(OPEN_STREAMS)
-    }
-
-    fn streams(&mut self) -> Result<Vec<String>, JournalError> {
-        self.names(STREAMS)
-    }
-
-    /// One fsync of the write-ahead log. Every commit of every process is in the log (or
-    /// was checkpointed into the database file, which SQLite syncs when it checkpoints), so
-    /// this makes every append so far durable, including other processes' non-durable ones.
-    fn sync(&mut self) -> Result<(), JournalError> {
-        match File::open(&self.wal) {
-            Ok(wal) => wal.sync_data().map_err(|e| {
-                JournalError::Io(format!(
-                    "SQLite journal {}: fsync of {} failed: {e}",
-                    self.path.display(),
-                    self.wal.display()
-                ))
-            })?,
-            // No log: everything was checkpointed into the database file and synced.
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(JournalError::Io(format!(
-                    "SQLite journal {}: cannot open {} to sync it: {e}",
-                    self.path.display(),
-                    self.wal.display()
-                )))
-            }
-        }
-        self.durable_commits += 1;
-        Ok(())
-    }
-}
-
-impl SqliteJournal {
-    fn names(&self, sql: &str) -> Result<Vec<String>, JournalError> {
-        (|| {
-            let mut st = self.conn.prepare_cached(sql)?;
-            let rows = st.query_map([], |r| r.get::<_, String>(0))?;
-            rows.collect::<Result<Vec<_>, _>>()
-        })()
-        .map_err(|e| self.error(e))
+        Ok(out)
     }
 }
 
 enum Fail {
-    Journal(JournalError),
     Sql(rusqlite::Error),
-}
-
-impl From<JournalError> for Fail {
-    fn from(e: JournalError) -> Self {
-        Fail::Journal(e)
-    }
+    Unexpected(u32),
+    Other(String),
 }
 
 impl From<rusqlite::Error> for Fail {
@@ -346,38 +200,58 @@ impl From<rusqlite::Error> for Fail {
     }
 }
 
-enum SetUp {
-    Format(Error),
-    Sql(rusqlite::Error),
-}
-
-impl From<rusqlite::Error> for SetUp {
-    fn from(e: rusqlite::Error) -> Self {
-        SetUp::Sql(e)
+impl Sql for SqliteSql {
+    fn sql_batch(
+        &mut self,
+        statements: &[Statement],
+        write: bool,
+        durable: bool,
+    ) -> Result<Vec<Rows>, StorageError> {
+        self.run(statements, write, durable).map_err(|f| match f {
+            Fail::Sql(e) => self.error(e),
+            Fail::Unexpected(i) => StorageError::UnexpectedChanges(i),
+            Fail::Other(m) => {
+                StorageError::Io(format!("SQLite journal {}: {m}", self.path.display()))
+            }
+        })
     }
 }
 
-/// The format row, if the database has a meta table.
-fn read_format(conn: &Connection) -> rusqlite::Result<Option<String>> {
-    let has_meta: bool = conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'interlock_meta')",
-        [],
-        |r| r.get(0),
-    )?;
-    if !has_meta {
-        return Ok(None);
-    }
-    conn.query_row(FORMAT_ROW, [FORMAT_KEY], |r| r.get(0))
-        .optional()
+/// The journal in one SQLite file, natively: `interlock_journal::SqlJournal` over
+/// [`SqliteSql`].
+pub struct SqliteJournal {
+    inner: interlock_journal::SqlJournal<SqliteSql>,
+    counters: Arc<Counters>,
+    name: String,
 }
 
-/// The write-ahead log of the database `conn` has open (SQLite names it `<database>-wal`).
-fn wal_path(conn: &Connection, path: &Path) -> PathBuf {
-    let db = conn.path().map_or_else(|| path.to_owned(), PathBuf::from);
-    let mut wal = db.into_os_string();
-    wal.push("-wal");
-    PathBuf::from(wal)
+impl std::fmt::Debug for SqliteJournal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteJournal")
+            .field("database", &self.name)
+            .field("commits", &self.commits())
+            .field("durable_commits", &self.durable_commits())
+            .finish()
+    }
 }
+
+impl SqliteJournal {
+    /// How long a write waits for another process's transaction before it fails.
+    pub const BUSY_TIMEOUT: Duration = SqliteSql::BUSY_TIMEOUT;
+
+    /// Opens (or creates) the journal database at `path`: creates the schema if needed and
+    /// checks its format version (a newer one is refused, nothing changed).
+    pub fn open(path: &Path) -> Result<SqliteJournal, Error> {
+        SqliteJournal::over(SqliteSql::open(path)?)
+    }
+
+    /// The database, for messages.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+native_journal!(SqliteJournal, SqliteSql);
 
 /// Creates the database file (empty: a valid empty database) and its missing parent
 /// directories readable by their owner only, as the file journal does: a journal holds

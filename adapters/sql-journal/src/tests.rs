@@ -71,7 +71,10 @@ fn other_urls_say_what_is_expected() {
 
 #[test]
 fn the_schema_differs_between_dialects_only_in_the_position_and_ordinal_keys() {
-    let (lite, pg) = (Dialect::Sqlite.schema(), Dialect::Postgres.schema());
+    let (lite, pg) = (
+        interlock_journal::Dialect::Sqlite.schema(),
+        interlock_journal::Dialect::Postgres.schema(),
+    );
     assert_eq!(lite.len(), 4, "{lite:#?}");
     assert_eq!(pg.len(), 4);
     assert!(lite[0].contains("CREATE TABLE IF NOT EXISTS interlock_meta"));
