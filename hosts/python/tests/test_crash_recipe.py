@@ -1,6 +1,8 @@
-"""The original's "crash test per effect" recipe, as written: submit with
-crash_after_effect=True (SimulatedCrash), a new Interlock on the same directory, decorate
-the same function again, recover(), check the status, assert one effect at the target."""
+"""The original's "crash test per effect" recipe (step 6 of the landing page's "Install with
+your AI"), as written: its code is tests/seeds/crash_test.py (the step's words are its
+comments). Submit with crash_after_effect=True (SimulatedCrash), a new Interlock on the same
+directory, decorate the same function again, recover(), check the status, assert one effect
+at the target."""
 
 import asyncio
 
@@ -8,6 +10,7 @@ import pytest
 
 from interlock import AMBIGUOUS, COMMITTED, Interlock, SimulatedCrash
 from interlock.payments_sim import Payments
+from test_seeds import exec_seed
 
 ORDER = "order_881"
 
@@ -48,25 +51,19 @@ def decorate(gate, payments, tier):
 ])
 def test_crash_after_effect_then_recover(tmp_path, tier, status, via):
     payments = service(tmp_path, tier)
-    gate = Interlock(tmp_path / ".interlock", standing_lease=True)
-    refund_money = decorate(gate, payments, tier)
-    proposal = refund_money.proposal(ORDER, 2000)
-    with pytest.raises(SimulatedCrash):
-        refund_money.gate.submit(proposal, crash_after_effect=True)
-    assert payments.refund_count() == 1  # the service committed before the "crash"
-
-    # The restart: a new Interlock on the same directory, the function decorated again.
-    gate = Interlock(tmp_path / ".interlock", standing_lease=True)
-    refund_money = decorate(gate, payments, tier)
-    recovered = gate.recover()
-    assert [o.status for o in recovered] == [status], recovered
-    assert not recovered.errors
-    receipt = recovered[0].receipt()
+    directory = tmp_path / ".interlock"
+    # The recipe as written (tests/seeds/crash_test.py), given the effect it tests.
+    ns = exec_seed("crash_test.py", {
+        "fn": decorate(Interlock(directory), payments, tier), "args": (ORDER, 2000), "directory": directory,
+        "decorate": lambda gate: decorate(gate, payments, tier), "expected": status, "service": payments})
+    gate, outcome = ns["gate"], ns["outcome"]
+    assert gate.open_effects() == []
+    receipt = outcome.receipt()
     assert receipt.final == status
     if via:
         assert receipt.via == via
     if status == AMBIGUOUS:
-        assert recovered[0].reason == "no_dedupe_no_lookup"
+        assert outcome.reason == "no_dedupe_no_lookup"
         assert receipt.executed == "unknown"
     assert payments.refund_count() == 1  # the target recorded one effect
     assert payments.refunded_cents(ORDER) == 2000

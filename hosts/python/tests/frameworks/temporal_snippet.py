@@ -1,42 +1,33 @@
-"""The seeds' Temporal snippet, its workflow (as written) and a worker, run by
-test_temporal_snippet.py (``python temporal_snippet.py HOST:PORT`` in an empty folder);
-the activity is temporal_snippet_activities.py. Between the README markers: the README's
-Temporal section, workflows.py."""
+"""The worker of the seeds' Temporal snippets, run by test_temporal_snippet.py and
+test_seeds.py (``python temporal_snippet.py HOST:PORT`` in an empty folder): it runs the
+seeds' RefundWorkflow on order_881 and prints its result. The gate, the activity and the
+workflow are the seeds' own, as written (temporal_snippet_activities.py loads them from
+tests/seeds); the worker around them is this file's."""
 
-# ---- README: Temporal, workflows.py ----
 import asyncio
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from datetime import timedelta
 
-from temporalio import workflow
+import temporal_snippet_activities as seeds
 from temporalio.client import Client
-from temporalio.common import RetryPolicy
 from temporalio.worker import Worker
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
 
-with workflow.unsafe.imports_passed_through():  # the gate never runs inside a workflow
-    from temporal_snippet_activities import refund
-
-
-@workflow.defn
-class RefundWorkflow:
-    @workflow.run
-    async def run(self, order: str) -> str:
-        return await workflow.execute_activity(
-            refund, args=[order, 20],
-            start_to_close_timeout=timedelta(seconds=30),
-            retry_policy=RetryPolicy(maximum_attempts=5))
+# The workflow is defined in the seeds' module, which also holds the gate: the sandbox takes
+# that module as it is (never re-imported inside it: the gate never runs in a workflow).
+RUNNER = SandboxedWorkflowRunner(
+    restrictions=SandboxRestrictions.default.with_passthrough_modules(seeds.__name__))
 
 
 async def main(address: str) -> None:
+    refund, refund_workflow = vars(seeds)["refund"], vars(seeds)["RefundWorkflow"]
     client = await Client.connect(address)
     with ThreadPoolExecutor() as pool:  # a `def` activity runs in a thread
-        async with Worker(client, task_queue="refunds", workflows=[RefundWorkflow],
-                          activities=[refund], activity_executor=pool):
-            print(await client.execute_workflow(RefundWorkflow.run, "order_881",
+        async with Worker(client, task_queue="refunds", workflows=[refund_workflow], activities=[refund],
+                          activity_executor=pool, workflow_runner=RUNNER):
+            print(await client.execute_workflow(refund_workflow.run, "order_881",
                                                 id="refund-881", task_queue="refunds"))
 
 
 if __name__ == "__main__":
     asyncio.run(main(sys.argv[1]))
-# ---- end ----

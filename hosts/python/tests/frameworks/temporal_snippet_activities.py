@@ -1,34 +1,27 @@
-"""The seeds' Temporal snippet, its "activities.py" (the gate and the activity), as written;
-temporal_snippet.py is its workflow and worker. Between the README markers: the README's
-Temporal section."""
+"""The seeds' Temporal snippets, run as written from tests/seeds (the one copy; its README
+says where each comes from): the landing page's "Your code" Python tab
+(``landing_python.py``: the gate) and Temporal tab (``landing_temporal.py``: the activity
+and the workflow), then, when ``$INTERLOCK_SEED_ACTIVITY`` is ``activities.py``, the landing
+page's ``activities.py``, whose activity takes the tab's place. Each file runs in this
+module's namespace, as if the tabs were pasted into one file, after the names they use but
+do not define (Temporal's, and the simulated payments service's, in place of Stripe).
+temporal_snippet.py is the worker that runs them."""
 
-# ---- README: Temporal, activities.py ----
-from temporalio import activity
+import os
+from datetime import timedelta
+from pathlib import Path
 
-from interlock import Interlock
-from interlock.payments_sim import can_refund, charge_for, is_eligible, refund_exists, refunded_total, stripe
-from interlock.temporal import gated
+from temporalio import activity, workflow
+from temporalio.common import RetryPolicy
 
-gate = Interlock(".interlock")
+from interlock import payments_sim
 
+SEEDS = Path(__file__).resolve().parents[4] / "tests" / "seeds"
+ACTIVITY = os.environ.get("INTERLOCK_SEED_ACTIVITY", "landing_temporal.py")
+FILES = ["landing_python.py", "landing_temporal.py"] + (["activities.py"] if ACTIVITY == "activities.py" else [])
 
-@gate.effect(key=lambda order, amount: f"refund:{order}",
-             premises=lambda order, amount, idempotency_key: {
-                 "eligible": is_eligible(order),
-                 "refunded_by_others": refunded_total(order, excluding=idempotency_key)},
-             allowed=lambda order, amount: can_refund(order),
-             lookup=lambda order, amount, idempotency_key: refund_exists(idempotency_key),
-             dedupes=True)
-def refund_money(order, amount, idempotency_key):
-    return stripe.Refund.create(charge=charge_for(order), amount=amount,
-                                idempotency_key=idempotency_key)
-
-
-gate.recover()  # once, on startup
-
-
-@activity.defn
-def refund(order: str, amount: int) -> str:
-    # recovers this refund if a crash left it in flight, else submits
-    return gated(refund_money.gate, refund_money.proposal(order, amount))
-# ---- end ----
+globals().update(activity=activity, workflow=workflow, timedelta=timedelta, RetryPolicy=RetryPolicy,
+                 **{name: getattr(payments_sim, name) for name in (
+                     "stripe", "charge_for", "is_eligible", "refunded_total", "can_refund", "refund_exists")})
+for _name in FILES:
+    exec(compile((SEEDS / _name).read_text(), str(SEEDS / _name), "exec"), globals())

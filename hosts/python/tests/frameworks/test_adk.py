@@ -1,11 +1,14 @@
-"""interlock.integrations.adk: the original's Guard snippet (../shared/seeds, the landing
-page) as written, under ADK's real Runner with a scripted BaseLlm; and bad input."""
+"""interlock.integrations.adk: the original's Guard snippet (the landing page's agent.py, run
+from its copy tests/seeds/agent.py as written) under ADK's real Runner with a scripted
+BaseLlm; and bad input."""
 
 import asyncio
 import sys
 
 import pytest
 from rows import LEASE, ORDER, REPO
+
+from test_seeds import exec_seed
 
 pytest.importorskip("google.adk")
 pytest.importorskip("ap2")
@@ -24,28 +27,24 @@ def test_the_original_snippet(world, monkeypatch):
     leases = Leases()
     leases.grant(LEASE)
     refunds = scenarios.Refunds(world)
-    get_order, issue_refund = scenarios._tools(world)
+    _, issue_refund = scenarios._tools(world)
     monkeypatch.chdir(world.dir)  # the snippet's relative journal folder, here
 
-    # --- the README's snippet (the original's, as written)
-    from interlock.integrations.adk import Guard
-    guard = Guard(".interlock/adk", leases)
-    guard.gate("issue_refund",
-               target_for=lambda effect: refunds,  # an EffectTarget: capture, validate_premises, apply, query
-               # ctx.state["premises"] is set when the agent decides (the tool that reads the order)
-               proposal=lambda args, ctx: {"lease": "case-4471", "request_id": "case-4471",
-                                           "premises": ctx.state["premises"],
-                                           "effect": {"order": args["order_id"], "amount": args["amount"]}})
-    agent = LlmAgent(name="support", model="gemini-2.5-flash", tools=[get_order, issue_refund],
-                     before_tool_callback=guard.before_tool_callback)
-    guard.recover()  # once, when the process starts
-    # --- end of the snippet
+    # The landing page's agent.py as written (tests/seeds/agent.py), given the names it uses
+    # but does not define.
+    ns = exec_seed("agent.py", {"leases": leases, "refunds": refunds, "issue_refund": issue_refund,
+                                "LlmAgent": LlmAgent})
+    agent, guard = ns["agent"], ns["guard"]
 
     agent.model = scenarios.ScriptedLlm()  # no Gemini here: the scripted model
     runner = InMemoryRunner(agent=agent, app_name="refunds")
+    # The snippet's agent has no tool that reads the order: the premises it decided on are
+    # in the session's state from the start (its ctx.state["premises"]).
+    decided = {"premises": refunds.capture(ORDER)}
 
     async def run(session: str) -> None:
-        await runner.session_service.create_session(app_name="refunds", user_id="u", session_id=session)
+        await runner.session_service.create_session(app_name="refunds", user_id="u", session_id=session,
+                                                    state=decided)
         async for _ in runner.run_async(user_id="u", session_id=session, new_message=types.Content(
                 role="user", parts=[types.Part(text="Refund $20 on order 881.")])):
             pass

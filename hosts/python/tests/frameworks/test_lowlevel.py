@@ -1,5 +1,6 @@
 """The original's low-level API (``Gate``, ``EffectTarget``, ``Leases``, ``effect_id_for``)
-over today's gate: the design story's snippet as written, and the faults it exists for."""
+over today's gate: the design story's snippet as written (its copy, tests/seeds/lowlevel.py),
+and the faults it exists for."""
 
 import json
 import os
@@ -9,6 +10,7 @@ import pytest
 from interlock import AMBIGUOUS, COMMITTED, REFUSED, InvalidField, SimulatedCrash
 from interlock.lowlevel import VIOLATIONS, EffectTarget, Gate, Leases, effect_id_for
 from interlock.payments_sim import Payments
+from test_seeds import exec_seed
 
 ORDER = "order_881"
 
@@ -72,12 +74,11 @@ def test_the_design_storys_snippet_runs_as_written(tmp_path, monkeypatch, client
     order_id, amount = ORDER, 2000
     assert isinstance(target, EffectTarget)
 
-    # -- the snippet, as written in the design story
-    gate = Gate(target=StripeTarget(client), journal_path="~/.interlock/journal.jsonl", leases=leases)
-    result = gate.submit({"agent": "refund-bot", "lease": lease_id,
-                          "premises": target.capture(order_id),
-                          "effect": {"order": order_id, "amount": amount}})
-    # --
+    # The snippet, as written in the design story (tests/seeds/lowlevel.py), given the names
+    # it uses but does not define.
+    ns = exec_seed("lowlevel.py", {"Gate": Gate, "StripeTarget": StripeTarget, "client": client, "leases": leases,
+                                   "lease_id": lease_id, "target": target, "order_id": order_id, "amount": amount})
+    gate, result = ns["gate"], ns["result"]
 
     assert result.status == COMMITTED == "COMMITTED", result
     assert client.refund_count() == 1 and client.refunded_cents(ORDER) == 2000
