@@ -7,8 +7,14 @@ cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Car
 mkdir -p dist
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_gate.wasm
 echo "dist/interlock_gate.wasm ($(wc -c < dist/interlock_gate.wasm) bytes)"
+# The gate with the journal's backends inside it, over the host's primitive storage (world
+# gate-storage; the CLI runs it), in its own target folder: the same crate with other
+# features builds a file of the same name.
+CARGO_TARGET_DIR="$CARGO_TARGET_DIR/gate-storage" cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Cargo.toml --features storage "$@"
+cp "$CARGO_TARGET_DIR/gate-storage/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_gate_storage.wasm
+echo "dist/interlock_gate_storage.wasm ($(wc -c < dist/interlock_gate_storage.wasm) bytes)"
 # The same gate as a wasi:http handler of the HTTP API (world http-gate; `interlock serve`),
-# in its own target folder: the same crate with --features http builds a file of the same name.
+# in its own target folder too.
 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/http-gate" cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Cargo.toml --features http "$@"
 cp "$CARGO_TARGET_DIR/http-gate/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_http.wasm
 echo "dist/interlock_http.wasm ($(wc -c < dist/interlock_http.wasm) bytes)"

@@ -17,7 +17,7 @@ use crate::wasi::http::types::{
     RequestOptions, ResponseOutparam, Scheme,
 };
 use crate::wasi::io::streams::{InputStream, StreamError};
-use crate::{Component, HostJournal};
+use crate::{with_journal, Component};
 
 /// The largest request or target answer read, in bytes (the API's; the gate refuses a
 /// proposal far smaller).
@@ -228,17 +228,19 @@ impl Guest for Component {
         drop(request);
         // The instance's one server (`http-api`'s), from the environment at first.
         let response = crate::with_api(|server| match body {
-            Ok(body) => http_api::run(
-                server,
-                &mut HostJournal,
-                &mut WasiIo,
-                &Request {
-                    method: &method,
-                    path: &path,
-                    authorization: authorization.as_deref(),
-                    body: &body,
-                },
-            ),
+            Ok(body) => with_journal(|j| {
+                http_api::run(
+                    server,
+                    j,
+                    &mut WasiIo,
+                    &Request {
+                        method: &method,
+                        path: &path,
+                        authorization: authorization.as_deref(),
+                        body: &body,
+                    },
+                )
+            }),
             Err(u) => server.unreadable(authorization.as_deref(), u.too_large, &u.problem),
         });
         respond(out, response);

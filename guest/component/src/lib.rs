@@ -1,8 +1,12 @@
 //! The gate component: WIT types in, core calls, WIT types out. No rule lives here; if
 //! this file grows logic, that logic belongs in `interlock-core`.
 //!
-//! `no_std` keeps the component's imports to what the gate asks for (the journal and the
+//! `no_std` keeps the component's imports to what the gate asks for (its storage and the
 //! WASI wall clock): Rust std would add wasi:cli and wasi:io for printing and exiting.
+//!
+//! Two builds: the default (world `gate-component`) imports the journal as a whole
+//! (`journal`, each host's own backend), and `--features storage` (world `gate-storage`)
+//! runs the journal's backends here, over the host's primitive `storage` (`src/storage.rs`).
 #![no_std]
 extern crate alloc;
 
@@ -12,12 +16,22 @@ use core::cell::RefCell;
 
 use interlock_core as core_;
 
-#[cfg(not(feature = "http"))]
+#[cfg(not(any(feature = "storage", feature = "http")))]
 wit_bindgen::generate!({
     world: "gate-component",
     path: "../../wit",
     generate_all,
 });
+
+// The journal's backends inside the component, over the host's storage.
+#[cfg(all(feature = "storage", not(feature = "http")))]
+wit_bindgen::generate!({
+    world: "gate-storage",
+    path: "../../wit",
+    generate_all,
+});
+#[cfg(feature = "storage")]
+mod storage;
 
 // The same gate, served over HTTP (world http-gate; scripts/build-wasm.sh builds both).
 #[cfg(feature = "http")]
@@ -34,7 +48,9 @@ use wasi::clocks0_2_0::wall_clock;
 use exports::interlock::gate::gate as g;
 use exports::interlock::gate::http_api as ha;
 use exports::interlock::gate::tools as tl;
-use interlock::gate::{journal as wj, target as t, types as ty};
+#[cfg(not(feature = "storage"))]
+use interlock::gate::journal as wj;
+use interlock::gate::{target as t, types as ty};
 use interlock_core::http_api as api;
 
 // The allocator, panic handler and cabi_realloc std would give (see its docs).
@@ -45,11 +61,20 @@ struct One(RefCell<Option<core_::Gate>>);
 unsafe impl Sync for One {}
 static GATE: One = One(RefCell::new(None));
 
-fn with_gate<R>(f: impl FnOnce(&mut core_::Gate, &mut HostJournal, u64) -> R) -> R {
+fn with_gate<R>(f: impl FnOnce(&mut core_::Gate, &mut dyn core_::Journal, u64) -> R) -> R {
     let mut slot = GATE.0.borrow_mut();
     let gate = slot.get_or_insert_with(core_::Gate::new);
-    f(gate, &mut HostJournal, now_ms())
+    with_journal(|j| f(gate, j, now_ms()))
 }
+
+/// Runs `f` on the instance's journal: the imported one (`gate-component`), or the one
+/// this component keeps over the host's storage (`gate-storage`).
+#[cfg(not(feature = "storage"))]
+pub(crate) fn with_journal<R>(f: impl FnOnce(&mut dyn core_::Journal) -> R) -> R {
+    f(&mut HostJournal)
+}
+#[cfg(feature = "storage")]
+pub(crate) use storage::with_journal;
 
 fn now_ms() -> u64 {
     let t = wall_clock::now();
@@ -59,28 +84,31 @@ fn now_ms() -> u64 {
 }
 
 /// The imported journal, seen through the core's trait.
+#[cfg(not(feature = "storage"))]
 struct HostJournal;
 
-fn journal_err(e: wj::JournalError) -> core_::JournalError {
+#[cfg(not(feature = "storage"))]
+fn journal_err(e: ty::JournalError) -> core_::JournalError {
     match e {
-        wj::JournalError::Conflict(n) => core_::JournalError::Conflict(n),
-        wj::JournalError::Io(m) => core_::JournalError::Io(m),
-        wj::JournalError::Corrupt(m) => core_::JournalError::Corrupt(m),
-        wj::JournalError::TornTail(m) => core_::JournalError::TornTail(m),
-        wj::JournalError::Other(m) => core_::JournalError::Other(m),
+        ty::JournalError::Conflict(n) => core_::JournalError::Conflict(n),
+        ty::JournalError::Io(m) => core_::JournalError::Io(m),
+        ty::JournalError::Corrupt(m) => core_::JournalError::Corrupt(m),
+        ty::JournalError::TornTail(m) => core_::JournalError::TornTail(m),
+        ty::JournalError::Other(m) => core_::JournalError::Other(m),
     }
 }
 
-fn to_wit_journal_err(e: core_::JournalError) -> wj::JournalError {
+pub(crate) fn to_wit_journal_err(e: core_::JournalError) -> ty::JournalError {
     match e {
-        core_::JournalError::Conflict(n) => wj::JournalError::Conflict(n),
-        core_::JournalError::Io(m) => wj::JournalError::Io(m),
-        core_::JournalError::Corrupt(m) => wj::JournalError::Corrupt(m),
-        core_::JournalError::TornTail(m) => wj::JournalError::TornTail(m),
-        core_::JournalError::Other(m) => wj::JournalError::Other(m),
+        core_::JournalError::Conflict(n) => ty::JournalError::Conflict(n),
+        core_::JournalError::Io(m) => ty::JournalError::Io(m),
+        core_::JournalError::Corrupt(m) => ty::JournalError::Corrupt(m),
+        core_::JournalError::TornTail(m) => ty::JournalError::TornTail(m),
+        core_::JournalError::Other(m) => ty::JournalError::Other(m),
     }
 }
 
+#[cfg(not(feature = "storage"))]
 impl core_::Journal for HostJournal {
     fn append(
         &mut self,
@@ -525,16 +553,18 @@ impl ha::Guest for Component {
     }
     fn handle(request: ha::Request) -> ha::ApiStep {
         let step = with_api(|s| {
-            s.handle(
-                &mut HostJournal,
-                now_ms(),
-                &api::Request {
-                    method: &request.method,
-                    path: &request.path,
-                    authorization: request.authorization.as_deref(),
-                    body: &request.body,
-                },
-            )
+            with_journal(|j| {
+                s.handle(
+                    j,
+                    now_ms(),
+                    &api::Request {
+                        method: &request.method,
+                        path: &request.path,
+                        authorization: request.authorization.as_deref(),
+                        body: &request.body,
+                    },
+                )
+            })
         });
         api_step(step)
     }
@@ -546,7 +576,7 @@ impl ha::Guest for Component {
             })
         });
         api_step(with_api(|s| {
-            s.resume(&mut HostJournal, now_ms(), id, answer)
+            with_journal(|j| s.resume(j, now_ms(), id, answer))
         }))
     }
     fn refusal(authorization: Option<String>) -> Option<ha::Response> {
