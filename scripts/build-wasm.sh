@@ -13,7 +13,7 @@ echo "dist/interlock_gate.wasm ($(wc -c < dist/interlock_gate.wasm) bytes)"
 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/gate-storage" cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Cargo.toml --features storage "$@"
 cp "$CARGO_TARGET_DIR/gate-storage/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_gate_storage.wasm
 echo "dist/interlock_gate_storage.wasm ($(wc -c < dist/interlock_gate_storage.wasm) bytes)"
-# The same gate as a wasi:http handler of the HTTP API (world http-gate; `interlock serve`),
+# The storage gate as a wasi:http handler of the HTTP API (world http-gate; `interlock serve`),
 # in its own target folder too.
 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/http-gate" cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Cargo.toml --features http "$@"
 cp "$CARGO_TARGET_DIR/http-gate/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_http.wasm

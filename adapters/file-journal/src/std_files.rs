@@ -121,6 +121,12 @@ impl StdFiles {
         StdFiles::open_existing(dir, wait)
     }
 
+    /// [`StdFiles::open`], waiting the default [`interlock_journal::LOCK_WAIT_MS`] for the
+    /// lock.
+    pub fn at(dir: &Path) -> Result<StdFiles, Error> {
+        StdFiles::open(dir, Duration::from_millis(interlock_journal::LOCK_WAIT_MS))
+    }
+
     /// [`StdFiles::open`] of a folder that must exist (nothing is created but the lock file).
     pub fn open_existing(dir: &Path, wait: Duration) -> Result<StdFiles, Error> {
         let lock = lock(dir, wait)?;

@@ -8,9 +8,11 @@ use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
+use interlock_cli::Storage;
 use interlock_cli::{Ask, Clock, GateHost, Reply, Runtime, State};
-use interlock_core::{Gate, Journal, JournalError, MemJournal};
-use interlock_file_journal::{FileJournal, SharedFileJournal, JOURNAL_FILE};
+use interlock_core::{Gate, Journal, JournalError};
+use interlock_file_journal::{FileJournal, StdFiles, JOURNAL_FILE};
+use interlock_journal::MemFiles;
 use serde_json::{json, Value};
 
 use crate::common::*;
@@ -86,9 +88,9 @@ pub(crate) fn gate_err(e: interlock_cli::Error) -> anyhow::Error {
 pub fn send_path(cfg: &Config) -> Result<Vec<Figure>> {
     let tmp = cfg.tempdir()?;
     let dir = tmp.path().join("journal");
-    let shared = SharedFileJournal::open(&dir)?;
-    let mut host = GateHost::new(&cfg.runtime, Box::new(shared.clone()), Clock::fake(T0_MS))
-        .map_err(gate_err)?;
+    let shared = StdFiles::at(&dir)?;
+    let mut host =
+        GateHost::new(&cfg.runtime, shared.clone(), Clock::fake(T0_MS)).map_err(gate_err)?;
     host.grant_lease(LEASE, LEASE_UNTIL_MS).map_err(gate_err)?;
     let raw_path = tmp.path().join("raw.bin");
     let raw = OpenOptions::new()
@@ -152,26 +154,24 @@ pub fn send_path(cfg: &Config) -> Result<Vec<Figure>> {
 }
 
 /// Goal 3: the component in wasmtime against the same core built natively, both over the
-/// core's own `MemJournal`, in alternating rounds.
+/// file journal of `adapters/journal` on files in memory (inside the component, and
+/// natively), in alternating rounds.
 pub fn overhead(cfg: &Config) -> Result<Vec<Figure>> {
     let rounds = cfg.pick(2, 15);
     let per_round = cfg.pick(20, 400);
     let mut gate = Gate::new();
-    let mut native_j = MemJournal::new();
+    let mut native_j = interlock_journal::FileJournal::open(MemFiles::new())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
     gate.grant_lease(&mut native_j, T0_MS, LEASE, LEASE_UNTIL_MS)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let mut host = GateHost::new(
-        &cfg.runtime,
-        Box::new(MemJournal::new()),
-        Clock::fake(T0_MS),
-    )
-    .map_err(gate_err)?;
+    let mut host =
+        GateHost::new(&cfg.runtime, Storage::memory(), Clock::fake(T0_MS)).map_err(gate_err)?;
     host.grant_lease(LEASE, LEASE_UNTIL_MS).map_err(gate_err)?;
 
     let mut next = 0u64;
     let (mut nat, mut wasm) = (Vec::new(), Vec::new());
     for round in 0..rounds + 1 {
-        let native_round = |next: &mut u64, gate: &mut Gate, j: &mut MemJournal| {
+        let native_round = |next: &mut u64, gate: &mut Gate, j: &mut dyn Journal| {
             let t = Instant::now();
             for _ in 0..per_round {
                 let s = native_submit(gate, j, T0_MS, &proposal(*next), false);
@@ -257,10 +257,10 @@ pub fn concurrency(cfg: &Config) -> Result<Vec<Figure>> {
     let mut serial = 0.0;
     for in_flight in [1usize, 8, 64] {
         let tmp = cfg.tempdir()?;
-        let shared = SharedFileJournal::open(&tmp.path().join("journal"))?;
+        let shared = StdFiles::at(&tmp.path().join("journal"))?;
         let mut hosts = Vec::new();
         for t in 0..in_flight {
-            let mut h = GateHost::new(&cfg.runtime, Box::new(shared.clone()), Clock::fake(T0_MS))
+            let mut h = GateHost::new(&cfg.runtime, shared.clone(), Clock::fake(T0_MS))
                 .map_err(gate_err)?;
             if t == 0 {
                 h.grant_lease(LEASE, LEASE_UNTIL_MS).map_err(gate_err)?;
@@ -320,13 +320,7 @@ pub fn cold_start(cfg: &Config) -> Result<Vec<Figure>> {
     }
     let mut insts = Vec::new();
     for _ in 0..n_inst {
-        let (h, t) = time(|| {
-            GateHost::new(
-                &cfg.runtime,
-                Box::new(MemJournal::new()),
-                Clock::fake(T0_MS),
-            )
-        });
+        let (h, t) = time(|| GateHost::new(&cfg.runtime, Storage::memory(), Clock::fake(T0_MS)));
         h.map_err(gate_err)?;
         insts.push(t);
     }
@@ -551,18 +545,21 @@ pub fn recovery(cfg: &Config) -> Result<Vec<Figure>> {
         let mut opens = Vec::new();
         for _ in 0..runs {
             let meta = ensure_history(&dir, closed, open)?; // truncate back to the history
+            {
+                let journal = FileJournal::open(&dir)?;
+                ensure!(
+                    journal.scanned_bytes() == 0,
+                    "the checkpoint was not used ({} bytes scanned)",
+                    journal.scanned_bytes()
+                );
+            }
+            // The instance opens the journal (from its checkpoint) itself.
             let began = Instant::now();
-            let journal = FileJournal::open(&dir)?;
-            let opened = began.elapsed();
-            ensure!(
-                journal.scanned_bytes() == 0,
-                "the checkpoint was not used ({} bytes scanned)",
-                journal.scanned_bytes()
-            );
+            let files = StdFiles::at(&dir)?;
             // Past every claim (1 s), inside the lease.
-            let mut host =
-                GateHost::new(&cfg.runtime, Box::new(journal), Clock::fake(T0_MS + 60_000))
-                    .map_err(gate_err)?;
+            let mut host = GateHost::new(&cfg.runtime, files, Clock::fake(T0_MS + 60_000))
+                .map_err(gate_err)?;
+            let opened = began.elapsed();
             let recovered = host.recover_all(&mut NullTarget).map_err(gate_err)?;
             let elapsed = began.elapsed();
             ensure!(
@@ -630,12 +627,8 @@ pub fn crash(cfg: &Config) -> Result<Vec<Figure>> {
         let dir = tmp.path().join("journal");
         let clock = Clock::System;
         {
-            let mut host = GateHost::new(
-                &cfg.runtime,
-                Box::new(FileJournal::open(&dir)?),
-                clock.clone(),
-            )
-            .map_err(gate_err)?;
+            let mut host = GateHost::new(&cfg.runtime, StdFiles::at(&dir)?, clock.clone())
+                .map_err(gate_err)?;
             host.grant_lease(LEASE, clock.now_ms() + 3_600_000)
                 .map_err(gate_err)?;
             let mut step = host.submit_step(&proposal(i)).map_err(gate_err)?;
@@ -650,8 +643,7 @@ pub fn crash(cfg: &Config) -> Result<Vec<Figure>> {
             }
         } // the process dies: instance and journal handle (and its lock) are gone
         let crashed = Instant::now();
-        let mut host = GateHost::new(&cfg.runtime, Box::new(FileJournal::open(&dir)?), clock)
-            .map_err(gate_err)?;
+        let mut host = GateHost::new(&cfg.runtime, StdFiles::at(&dir)?, clock).map_err(gate_err)?;
         let recovered = host.recover_all(&mut NullTarget).map_err(gate_err)?;
         let t = crashed.elapsed();
         ensure!(recovered.len() == 1);
@@ -683,7 +675,8 @@ pub fn profile_loop(cfg: &Config, side: &str, secs: u64) -> Result<()> {
     match side {
         "native" => {
             let mut gate = Gate::new();
-            let mut j = MemJournal::new();
+            let mut j = interlock_journal::FileJournal::open(MemFiles::new())
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
             gate.grant_lease(&mut j, T0_MS, LEASE, LEASE_UNTIL_MS)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
             while Instant::now() < until {
@@ -692,12 +685,8 @@ pub fn profile_loop(cfg: &Config, side: &str, secs: u64) -> Result<()> {
             }
         }
         "wasm" => {
-            let mut host = GateHost::new(
-                &cfg.runtime,
-                Box::new(MemJournal::new()),
-                Clock::fake(T0_MS),
-            )
-            .map_err(gate_err)?;
+            let mut host = GateHost::new(&cfg.runtime, Storage::memory(), Clock::fake(T0_MS))
+                .map_err(gate_err)?;
             host.grant_lease(LEASE, LEASE_UNTIL_MS).map_err(gate_err)?;
             while Instant::now() < until {
                 host.submit(&proposal(n), &mut NullTarget)

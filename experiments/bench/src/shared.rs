@@ -10,10 +10,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Result;
-use interlock_cli::{Clock, GateHost, JournalBackend};
-use interlock_core::{Journal, JournalError};
-use interlock_file_journal::SharedFileJournal;
+use interlock_cli::{Clock, GateHost, Storage};
+use interlock_file_journal::StdFiles;
+use interlock_journal::{Files, StorageError};
 use interlock_sql_journal::testing::Cluster;
+use interlock_sql_journal::{Counters, SqlStore};
 
 use crate::benches::{gate_err, submit_for, Config};
 use crate::common::{LEASE, LEASE_UNTIL_MS, T0_MS};
@@ -21,53 +22,40 @@ use crate::common::{LEASE, LEASE_UNTIL_MS, T0_MS};
 /// The heading of the kill runs' section, which a new table keeps.
 pub const KILL_RUNS: &str = "## Kill runs";
 
-/// What the workers' handles asked of their backend.
-#[derive(Default)]
-struct Counts {
-    appends: AtomicU64,
-    durable: AtomicU64,
+/// A journal folder that counts its appends (one `file-append` per journal append).
+#[derive(Clone)]
+struct CountedFiles {
+    inner: StdFiles,
+    appends: Arc<AtomicU64>,
 }
 
-/// A journal handle that counts its appends and the durable ones (a durable append or a
-/// sync: one commit that waits for the disk).
-struct Counted {
-    inner: Box<dyn JournalBackend>,
-    counts: Arc<Counts>,
+impl Files for CountedFiles {
+    fn file_size(&mut self, name: &str) -> Result<Option<u64>, StorageError> {
+        self.inner.file_size(name)
+    }
+    fn file_read(&mut self, name: &str, offset: u64, len: u64) -> Result<Vec<u8>, StorageError> {
+        self.inner.file_read(name, offset, len)
+    }
+    fn file_append(&mut self, name: &str, at: u64, bytes: &[u8]) -> Result<(), StorageError> {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.inner.file_append(name, at, bytes)
+    }
+    fn file_sync(&mut self, name: &str) -> Result<(), StorageError> {
+        self.inner.file_sync(name)
+    }
+    fn file_truncate(&mut self, name: &str, len: u64) -> Result<(), StorageError> {
+        self.inner.file_truncate(name, len)
+    }
+    fn file_replace(&mut self, name: &str, bytes: &[u8]) -> Result<(), StorageError> {
+        self.inner.file_replace(name, bytes)
+    }
+    fn file_create(&mut self, name: &str, bytes: &[u8]) -> Result<bool, StorageError> {
+        self.inner.file_create(name, bytes)
+    }
 }
 
-impl Journal for Counted {
-    fn append(
-        &mut self,
-        stream: &str,
-        expected_len: u64,
-        entries: &[String],
-        durable: bool,
-        open: bool,
-    ) -> Result<(), JournalError> {
-        self.counts.appends.fetch_add(1, Ordering::Relaxed);
-        if durable {
-            self.counts.durable.fetch_add(1, Ordering::Relaxed);
-        }
-        self.inner
-            .append(stream, expected_len, entries, durable, open)
-    }
-    fn read(&mut self, stream: &str, start: u64) -> Result<Vec<String>, JournalError> {
-        self.inner.read(stream, start)
-    }
-    fn length(&mut self, stream: &str) -> Result<u64, JournalError> {
-        self.inner.length(stream)
-    }
-    fn open_streams(&mut self) -> Result<Vec<String>, JournalError> {
-        self.inner.open_streams()
-    }
-    fn streams(&mut self) -> Result<Vec<String>, JournalError> {
-        self.inner.streams()
-    }
-    fn sync(&mut self) -> Result<(), JournalError> {
-        self.counts.durable.fetch_add(1, Ordering::Relaxed);
-        self.inner.sync()
-    }
-}
+/// What a backend's workers did so far: (commits, durable ones).
+type Count = Box<dyn Fn() -> (u64, u64)>;
 
 /// One row of the table.
 pub struct Row {
@@ -79,40 +67,34 @@ pub struct Row {
     pub durable: u64,
 }
 
-/// Runs `workers` threads of submits for `run_for`, each on a handle `open` makes.
+/// Runs `workers` threads of submits for `run_for`, each a gate instance on the storage
+/// `open` gives it; `count` says what they committed.
 fn measure(
     cfg: &Config,
     backend: &'static str,
     workers: usize,
     run_for: Duration,
-    open: &dyn Fn() -> Result<Box<dyn JournalBackend>>,
+    open: &dyn Fn() -> Result<Storage>,
+    count: &Count,
 ) -> Result<Row> {
-    let counts = Arc::new(Counts::default());
     let mut hosts = Vec::new();
     for t in 0..workers {
-        let journal = Counted {
-            inner: open()?,
-            counts: counts.clone(),
-        };
-        let mut h =
-            GateHost::new(&cfg.runtime, Box::new(journal), Clock::fake(T0_MS)).map_err(gate_err)?;
+        let mut h = GateHost::new(&cfg.runtime, open()?, Clock::fake(T0_MS)).map_err(gate_err)?;
         if t == 0 {
             h.grant_lease(LEASE, LEASE_UNTIL_MS).map_err(gate_err)?;
         }
         hosts.push(h);
     }
-    let (a0, d0) = (
-        counts.appends.load(Ordering::Relaxed),
-        counts.durable.load(Ordering::Relaxed),
-    );
+    let (c0, d0) = count();
     let (effects, elapsed) = submit_for(hosts, run_for)?;
+    let (c1, d1) = count();
     Ok(Row {
         backend,
         workers,
         effects,
         seconds: elapsed.as_secs_f64(),
-        commits: counts.appends.load(Ordering::Relaxed) - a0,
-        durable: counts.durable.load(Ordering::Relaxed) - d0,
+        commits: c1 - c0,
+        durable: d1 - d0,
     })
 }
 
@@ -129,27 +111,62 @@ pub fn shared(cfg: &Config) -> Result<(Vec<Row>, Vec<String>)> {
             None
         }
     };
+    let sql = |url: String, counters: Arc<Counters>| {
+        move || -> Result<Storage> {
+            Ok(match SqlStore::open_url(&url)? {
+                SqlStore::Sqlite(s) => SqlStore::Sqlite(s.with_counters(counters.clone())),
+                SqlStore::Postgres(p) => {
+                    SqlStore::Postgres(Box::new(p.with_counters(counters.clone())))
+                }
+            }
+            .into())
+        }
+    };
     for workers in [1usize, 8, 32] {
         let tmp = tempfile::TempDir::new_in(&cfg.scratch)?;
-        let file = SharedFileJournal::open(&tmp.path().join("journal"))?;
-        let fs0 = file.fsyncs();
-        let mut row = measure(cfg, "file", workers, run_for, &|| {
-            Ok(Box::new(file.clone()))
-        })?;
-        // The file journal's durable appends share fsyncs (group commit): count those.
-        row.durable = file.fsyncs() - fs0;
-        rows.push(row);
+        // One folder for the process: every instance shares it (and each fdatasync).
+        let file = CountedFiles {
+            inner: StdFiles::at(&tmp.path().join("journal"))?,
+            appends: Arc::default(),
+        };
+        let counted = file.clone();
+        rows.push(measure(
+            cfg,
+            "file",
+            workers,
+            run_for,
+            &|| Ok(Storage::from_files(file.clone())),
+            &(Box::new(move || {
+                (
+                    counted.appends.load(Ordering::Relaxed),
+                    counted.inner.fsyncs(),
+                )
+            }) as Count),
+        )?);
 
         let url = format!("sqlite://{}/journal.db", tmp.path().display());
-        rows.push(measure(cfg, "sqlite", workers, run_for, &|| {
-            Ok(Box::new(interlock_sql_journal::open_url(&url)?))
-        })?);
+        let counters = Arc::new(Counters::default());
+        let c = counters.clone();
+        rows.push(measure(
+            cfg,
+            "sqlite",
+            workers,
+            run_for,
+            &sql(url, counters),
+            &(Box::new(move || (c.commits(), c.durable_commits())) as Count),
+        )?);
 
-        if let Some(c) = &cluster {
-            let url = c.database();
-            rows.push(measure(cfg, "postgres", workers, run_for, &|| {
-                Ok(Box::new(interlock_sql_journal::open_url(&url)?))
-            })?);
+        if let Some(cluster) = &cluster {
+            let counters = Arc::new(Counters::default());
+            let c = counters.clone();
+            rows.push(measure(
+                cfg,
+                "postgres",
+                workers,
+                run_for,
+                &sql(cluster.database(), counters),
+                &(Box::new(move || (c.commits(), c.durable_commits())) as Count),
+            )?);
         }
     }
     Ok((rows, notes))

@@ -1,27 +1,30 @@
 //! This host's driver of the conformance runner (tests/conformance/runner, the one
 //! interpreter of the vectors, a component every host runs). What is here is this host's
-//! own: gate instances on wasmtime over a file journal, a fake clock, and the file
-//! operations `tear_journal`, `reopen` and `repair` act on. The step language, the world,
+//! own: gate instances on wasmtime over one storage (a journal folder, or a database), a
+//! fake clock, and the storage operations `tear_journal`, `reopen` and `repair` act on,
+//! through the store and the component's `journal-admin`. The step language, the world,
 //! the crash points and the expectations are the runner's.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
-use interlock_file_journal::FileJournal;
+use interlock_file_journal::{StdFiles, JOURNAL_FILE, LOCK_WAIT_MS};
+use interlock_journal::Files;
+use interlock_sql_journal::SqlStore;
 use serde::Deserialize;
 use serde_json::Value;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store};
 
 use crate::bindings::exports::interlock::gate::gate as exported;
-use crate::bindings::interlock::gate::journal::JournalError;
 use crate::bindings::interlock::gate::target::{Reply, Step};
+use crate::bindings::interlock::gate::types::JournalError;
 use crate::bindings::interlock::gate::types::Outcome;
 use crate::clock::Clock;
 use crate::gate::{Error, GateHost};
-use crate::journal::SharedJournal;
 use crate::runtime::Runtime;
+use crate::storage::{Storage, SwitchFiles};
 
 mod bindings {
     wasmtime::component::bindgen!({
@@ -31,7 +34,7 @@ mod bindings {
         with: {
             "interlock:gate/types": crate::bindings::interlock::gate::types,
             "interlock:gate/target": crate::bindings::interlock::gate::target,
-            "interlock:gate/journal": crate::bindings::interlock::gate::journal,
+            "interlock:gate/journal": crate::bindings::legacy::interlock::gate::journal,
         },
     });
 }
@@ -114,10 +117,13 @@ pub fn locate() -> PathBuf {
 /// worker processes (gate instances), the current one answering the runner's `gate`.
 struct Driver {
     gates: Runtime,
-    /// The journal's folder, for a file journal; else its URL and a reader of its bytes.
+    /// The journal's folder, for a file journal.
     dir: PathBuf,
-    sql: Option<interlock_sql_journal::SqlJournal>,
-    journal: SharedJournal,
+    /// What every worker's instance is given: the folder (closed and opened again under
+    /// them by `reopen_journal`), or one connection to the database.
+    storage: Storage,
+    /// The folder's store, for a file journal.
+    switch: Option<SwitchFiles>,
     clock: Clock,
     workers: Vec<GateHost>,
     current: usize,
@@ -130,6 +136,13 @@ impl Driver {
         self.workers
             .get_mut(self.current)
             .ok_or_else(|| wasmtime::Error::msg("the runner called the gate with no worker alive"))
+    }
+
+    /// An instance over the run's storage, its journal not opened: what the operator's
+    /// commands (repair) and the pins (entries in order) go through.
+    fn admin(&self) -> wasmtime::Result<GateHost> {
+        GateHost::unopened(&self.gates, self.storage.clone(), self.clock.clone())
+            .map_err(|e| wasmtime::Error::msg(format!("cannot start a gate instance: {e}")))
     }
 }
 
@@ -465,12 +478,8 @@ fn not_imported(name: &str) -> wasmtime::Error {
 
 impl driver::Host for Driver {
     fn new_worker(&mut self) -> wasmtime::Result<u32> {
-        let host = GateHost::new(
-            &self.gates,
-            Box::new(self.journal.clone()),
-            self.clock.clone(),
-        )
-        .map_err(|e| wasmtime::Error::msg(format!("cannot start a gate instance: {e}")))?;
+        let host = GateHost::new(&self.gates, self.storage.clone(), self.clock.clone())
+            .map_err(|e| wasmtime::Error::msg(format!("cannot start a gate instance: {e}")))?;
         self.workers.push(host);
         self.current = self.workers.len() - 1;
         Ok(self.workers.len() as u32)
@@ -496,41 +505,57 @@ impl driver::Host for Driver {
         Ok(())
     }
     fn journal_bytes(&mut self) -> wasmtime::Result<Vec<u8>> {
-        if let Some(sql) = self.sql.as_mut() {
+        if self.switch.is_none() {
             // The entries in append order, each followed by a newline: a file's bytes.
-            let entries = sql
-                .entries_in_order()
-                .map_err(|e| wasmtime::Error::msg(format!("{e:?}")))?;
+            let mut admin = self.admin()?;
+            let entries = admin
+                .open_journal()
+                .and_then(|()| admin.entries_in_order())
+                .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
             return Ok(entries
                 .iter()
                 .flat_map(|e| [e.as_bytes(), b"\n"].concat())
                 .collect());
         }
-        Ok(std::fs::read(self.dir.join(interlock_file_journal::JOURNAL_FILE)).unwrap_or_default())
+        let mut files = self.storage.clone();
+        let size = files.file_size(JOURNAL_FILE).ok().flatten().unwrap_or(0);
+        if size == 0 {
+            return Ok(Vec::new());
+        }
+        files
+            .file_read(JOURNAL_FILE, 0, size)
+            .map_err(|e| wasmtime::Error::msg(format!("cannot read {JOURNAL_FILE}: {e}")))
     }
     fn tear_journal(&mut self, bytes: u64) -> wasmtime::Result<Result<(), String>> {
-        let path = self.dir.join(interlock_file_journal::JOURNAL_FILE);
-        let torn = std::fs::metadata(&path).and_then(|m| {
-            let f = std::fs::OpenOptions::new().write(true).open(&path)?;
-            f.set_len(m.len().saturating_sub(bytes))
+        let mut files = self.storage.clone();
+        let torn = files.file_size(JOURNAL_FILE).and_then(|size| {
+            files.file_truncate(JOURNAL_FILE, size.unwrap_or(0).saturating_sub(bytes))
         });
-        Ok(torn.map_err(|e| format!("cannot tear {}: {e}", path.display())))
+        Ok(torn.map_err(|e| format!("cannot tear {JOURNAL_FILE}: {e}")))
     }
     fn reopen_journal(&mut self) -> wasmtime::Result<Result<(), JournalError>> {
-        self.journal.close();
-        Ok(match FileJournal::open(&self.dir) {
-            Ok(j) => {
-                self.journal.replace(Box::new(j));
-                Ok(())
-            }
-            Err(e @ interlock_file_journal::Error::TornTail { .. }) => {
-                Err(JournalError::TornTail(e.to_string()))
-            }
+        let Some(switch) = &self.switch else {
+            return Err(wasmtime::Error::msg(
+                "reopen-journal asked of a journal that is not a file",
+            ));
+        };
+        // Closed under every instance (the folder's lock let go), then opened as a new
+        // process would: the journal opened over it says whether it is whole.
+        switch.close("journal is closed");
+        match StdFiles::open(&self.dir, std::time::Duration::from_millis(LOCK_WAIT_MS)) {
+            Ok(files) => switch.set(files),
+            Err(e) => return Ok(Err(JournalError::Io(e.to_string()))),
+        }
+        Ok(match self.admin()?.open_journal() {
+            Ok(()) => Ok(()),
+            Err(Error::Journal(e)) => Err(e),
             Err(e) => Err(JournalError::Io(e.to_string())),
         })
     }
     fn repair_journal(&mut self) -> wasmtime::Result<Result<(), String>> {
-        Ok(FileJournal::repair(&self.dir)
+        Ok(self
+            .admin()?
+            .repair_journal()
             .map(|_| ())
             .map_err(|e| e.to_string()))
     }
@@ -638,26 +663,25 @@ impl Runner {
         at: &JournalAt,
         keep: bool,
     ) -> Result<Run> {
-        let open_sql = |url: &str| {
-            interlock_sql_journal::open_url(url).with_context(|| format!("cannot open {url}"))
+        let (storage, dir, switch) = match at {
+            JournalAt::Folder(dir) => {
+                let files = StdFiles::open(dir, std::time::Duration::from_millis(LOCK_WAIT_MS))?;
+                let switch = SwitchFiles::new(files);
+                (Storage::from(switch.clone()), dir.clone(), Some(switch))
+            }
+            JournalAt::Url(url) => {
+                let sql = SqlStore::open_url(url).with_context(|| format!("cannot open {url}"))?;
+                (Storage::from(sql), PathBuf::new(), None)
+            }
         };
-        let (journal, dir, sql): (Box<dyn crate::JournalBackend>, _, _) = match at {
-            JournalAt::Folder(dir) => (Box::new(FileJournal::open(dir)?), dir.clone(), None),
-            JournalAt::Url(url) => (
-                Box::new(open_sql(url)?),
-                PathBuf::new(),
-                Some(open_sql(url)?),
-            ),
-        };
-        let file_journal = sql.is_none();
-        let journal = SharedJournal::new(journal);
+        let file_journal = switch.is_some();
         let mut store = Store::new(
             &self.engine,
             Driver {
                 gates: self.gates.clone(),
                 dir,
-                sql,
-                journal,
+                storage,
+                switch,
                 clock: Clock::fake(0),
                 workers: Vec::new(),
                 current: usize::MAX,
@@ -699,8 +723,8 @@ impl Runner {
             Driver {
                 gates: self.gates.clone(),
                 dir: PathBuf::new(),
-                sql: None,
-                journal: SharedJournal::new(Box::new(crate::journal::MemoryJournal::new())),
+                storage: Storage::memory(),
+                switch: None,
                 clock: Clock::fake(0),
                 workers: Vec::new(),
                 current: usize::MAX,

@@ -8,14 +8,16 @@ use std::fmt;
 
 use wasmtime::Store;
 
+use interlock_core::Journal as CoreJournal;
+
 use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
-use crate::bindings::interlock::gate::journal::JournalError;
+use crate::bindings::exports::interlock::gate::journal_admin::{Guest as AdminApi, RepairReport};
+use crate::bindings::exports::interlock::gate::tools::Guest as ToolsApi;
 use crate::bindings::interlock::gate::target::{Ask, Reply, Step};
-use crate::bindings::interlock::gate::types::{Outcome, Reason, State};
-use crate::bindings::GateComponent;
+use crate::bindings::interlock::gate::types::{JournalError, Outcome};
 use crate::clock::Clock;
-use crate::journal::{Journal, JournalBackend};
 use crate::runtime::Runtime;
+use crate::storage::{wit_journal_error, Storage};
 use crate::targets::Targets;
 
 /// The store data: what the component's imports reach. `wasi`, `http` and `table` serve
@@ -23,7 +25,10 @@ use crate::targets::Targets;
 /// serve`): its WASI wall clock is `clock`, so the conformance vectors run over it with the
 /// fake clock.
 pub struct HostState {
-    pub(crate) journal: Journal,
+    /// Where the journal is stored (`storage`).
+    pub(crate) storage: Storage,
+    /// The old gate component's `journal` import: the journal natively over `storage`.
+    pub(crate) native: Option<Box<dyn CoreJournal + Send>>,
     pub(crate) clock: Clock,
     pub(crate) wasi: wasmtime_wasi::WasiCtx,
     pub(crate) http: wasmtime_wasi_http::WasiHttpCtx,
@@ -31,11 +36,12 @@ pub struct HostState {
 }
 
 impl HostState {
-    /// The state over `journal`, `env` the WASI environment (the wasi:http component's
+    /// The state over `storage`, `env` the WASI environment (the wasi:http component's
     /// settings).
-    pub fn new(journal: Box<dyn JournalBackend>, clock: Clock, env: &[(String, String)]) -> Self {
+    pub fn new(storage: Storage, clock: Clock, env: &[(String, String)]) -> Self {
         HostState {
-            journal: Journal(journal),
+            storage,
+            native: None,
             wasi: wasmtime_wasi::WasiCtx::builder()
                 .wall_clock(clock.clone())
                 .envs(env)
@@ -43,6 +49,16 @@ impl HostState {
             clock,
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             table: wasmtime::component::ResourceTable::new(),
+        }
+    }
+}
+
+impl HostState {
+    /// The journal the old gate component imports (opened with the instance).
+    pub(crate) fn journal(&mut self) -> Result<&mut (dyn CoreJournal + Send), JournalError> {
+        match self.native.as_mut() {
+            Some(j) => Ok(&mut **j),
+            None => Err(JournalError::Other("the journal is not open".into())),
         }
     }
 }
@@ -102,6 +118,10 @@ pub enum Error {
     /// broken and must be dropped.
     #[error("the gate component trapped: {0:#}")]
     Trap(anyhow::Error),
+    /// The journal did not open (`journal-admin.open`): a torn tail, a corrupt line, a newer
+    /// format, a storage failure.
+    #[error("the journal did not open: {}", journal(.0))]
+    Journal(JournalError),
 }
 
 fn trap(e: wasmtime::Error) -> Error {
@@ -129,10 +149,18 @@ impl Default for ClaimWait {
 /// One effect's recovery: its id and how it ended (or why the gate refused the call).
 pub type Recovered = (String, Result<Outcome, Error>);
 
+/// The component's exports this host calls: the same interfaces in every world it runs
+/// (`journal-admin` only where the journal runs inside the component).
+pub(crate) struct Exports {
+    pub(crate) gate: Guest,
+    pub(crate) tools: ToolsApi,
+    pub(crate) admin: Option<AdminApi>,
+}
+
 /// One instance of the gate component with its journal and clock.
 pub struct GateHost {
     store: Store<HostState>,
-    gate: GateComponent,
+    gate: Exports,
     clock: Clock,
     crash: Option<CrashAction>,
     claim_wait: ClaimWait,
@@ -141,15 +169,31 @@ pub struct GateHost {
 }
 
 impl GateHost {
-    /// A fresh instance over `journal`. Cheap (the component is compiled once in
-    /// `runtime`); a restarted process is a new `GateHost` on the same journal.
+    /// A fresh instance over `storage`, its journal opened (`journal-admin.open`; a torn
+    /// tail, a corrupt line or a newer format is [`Error::Journal`]). Cheap (the component
+    /// is compiled once in `runtime`); a restarted process is a new `GateHost` on the same
+    /// storage.
     pub fn new(
         runtime: &Runtime,
-        journal: Box<dyn JournalBackend>,
+        storage: impl Into<Storage>,
         clock: Clock,
     ) -> Result<GateHost, Error> {
-        let mut store = Store::new(&runtime.engine, HostState::new(journal, clock.clone(), &[]));
-        let gate = runtime.pre.instantiate(&mut store).map_err(trap)?;
+        let mut host = GateHost::unopened(runtime, storage, clock)?;
+        host.open_journal()?;
+        Ok(host)
+    }
+
+    /// A fresh instance over `storage` whose journal is not opened yet: to repair it first
+    /// ([`GateHost::repair_journal`]), then [`GateHost::open_journal`].
+    pub fn unopened(
+        runtime: &Runtime,
+        storage: impl Into<Storage>,
+        clock: Clock,
+    ) -> Result<GateHost, Error> {
+        let state = HostState::new(storage.into(), clock.clone(), &[]);
+        let mut store = Store::new(&runtime.engine, state);
+        let instance = runtime.pre.instantiate(&mut store).map_err(trap)?;
+        let gate = runtime.exports.load(&mut store, &instance).map_err(trap)?;
         Ok(GateHost {
             store,
             gate,
@@ -178,7 +222,77 @@ impl GateHost {
     }
 
     fn api(&self) -> &Guest {
-        self.gate.interlock_gate_gate()
+        &self.gate.gate
+    }
+
+    /// Opens the instance's journal over its storage (again, if it was open): the
+    /// component's `journal-admin.open`, or, for the old gate component, the same journal
+    /// natively.
+    pub fn open_journal(&mut self) -> Result<(), Error> {
+        match self.gate.admin.clone() {
+            Some(admin) => {
+                let backend = self.store.data().storage.backend();
+                admin
+                    .call_open(&mut self.store, backend)
+                    .map_err(trap)?
+                    .map_err(Error::Journal)
+            }
+            None => {
+                let journal = self
+                    .store
+                    .data()
+                    .storage
+                    .journal()
+                    .map_err(|e| Error::Journal(wit_journal_error(e)))?;
+                self.store.data_mut().native = Some(journal);
+                Ok(())
+            }
+        }
+    }
+
+    /// Repairs a torn tail of a file journal (`journal-admin.repair`: saves it to
+    /// `journal.torn-<offset>`, cuts the journal to its last whole line); the journal is not
+    /// opened by it.
+    pub fn repair_journal(&mut self) -> Result<RepairReport, Error> {
+        match self.gate.admin.clone() {
+            Some(admin) => admin
+                .call_repair(&mut self.store)
+                .map_err(trap)?
+                .map_err(Error::Journal),
+            // The old gate component has no journal-admin: the same repair, natively.
+            None => interlock_journal::FileJournal::repair(&mut self.store.data_mut().storage)
+                .map(|r| RepairReport {
+                    torn_offset: r.torn_offset,
+                    torn_bytes: r.torn_bytes,
+                    saved_to: r.saved_to,
+                })
+                .map_err(|e| {
+                    Error::Journal(wit_journal_error(interlock_journal::journal_error(e)))
+                }),
+        }
+    }
+
+    /// Every entry of the open journal in append order (`journal-admin.entries-in-order`):
+    /// each followed by a newline, the bytes a file journal of the same appends holds.
+    pub fn entries_in_order(&mut self) -> Result<Vec<String>, Error> {
+        match self.gate.admin.clone() {
+            Some(admin) => admin
+                .call_entries_in_order(&mut self.store)
+                .map_err(trap)?
+                .map_err(Error::Journal),
+            // The old gate component has no journal-admin: the same reading, natively.
+            None => self
+                .store
+                .data()
+                .storage
+                .entries_in_order()
+                .map_err(|e| Error::Journal(wit_journal_error(e))),
+        }
+    }
+
+    /// The instance's storage (tests reach the journal's bytes through it).
+    pub fn storage(&self) -> Storage {
+        self.store.data().storage.clone()
     }
 
     /// Runs `first` and every step after it until the gate is done.
@@ -246,7 +360,8 @@ impl GateHost {
             poll_ms: self.claim_wait.poll_ms,
             max_polls: self.claim_wait.max_polls,
         };
-        let first = gate(api.call_recover_waiting(&mut self.store, effect, Some(wait)))?;
+        let first =
+            gate(api.call_recover_waiting(&mut self.store, &effect.to_owned(), Some(wait)))?;
         self.drive(first, targets)
     }
 
@@ -376,15 +491,13 @@ pub struct Tools<'a> {
     host: &'a mut GateHost,
 }
 
-type ToolsApi = crate::bindings::exports::interlock::gate::tools::Guest;
-
 fn call_of(c: crate::bindings::exports::interlock::gate::tools::ToolCall) -> (String, String) {
     (c.tool, c.arguments)
 }
 
 impl Tools<'_> {
     fn api(&self) -> ToolsApi {
-        self.host.gate.interlock_gate_tools().clone()
+        self.host.gate.tools.clone()
     }
 
     /// The tools `config` gates; a bad config is `invalid-field` at its JSON pointer.

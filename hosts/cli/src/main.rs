@@ -18,16 +18,14 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use interlock_cli::bindings::interlock::gate::types::State;
 use interlock_cli::case::{self, HOUR_MS, LEASE, ORDER, PAID_CENTS, REFUND_CENTS};
 use interlock_cli::gate::{ClaimWait, CrashAction};
-use interlock_cli::{
-    Clock, CrashPoint, GateHost, JournalBackend, MemoryJournal, PaymentsTarget, Runtime,
-};
-use interlock_file_journal::{Error as FileError, FileJournal};
+use interlock_cli::{Clock, CrashPoint, GateHost, PaymentsTarget, Runtime, Storage};
+use interlock_file_journal::StdFiles;
 use interlock_payments_sim::{Payments, Tier};
 use serde_json::{json, Value};
 
 use output::{
-    file_kind, is_journal_url, outcome_json, reason_text, refuse_url, report_json, state_name,
-    words, Failure,
+    file_kind, is_journal_url, journal_kind, outcome_json, reason_text, refuse_url, report_json,
+    state_name, words, Failure,
 };
 
 const AFTER_HELP: &str = "\
@@ -671,23 +669,23 @@ impl Ctx {
 
     /// A gate over the journal `dir` names: a folder, or a shared journal's URL.
     fn gate(&self, dir: &Path) -> Result<GateHost, Failure> {
-        let journal: Box<dyn JournalBackend> = if is_journal_url(dir) {
-            Box::new(open_sql_journal(dir)?)
+        let url = is_journal_url(dir);
+        let storage: Storage = if url {
+            open_database(dir)?.into()
         } else {
-            Box::new(open_journal(dir, self.lock_wait)?)
+            open_folder(dir, self.lock_wait)?.into()
         };
-        Ok(GateHost::new(
-            &self.runtime()?,
-            journal,
-            self.clock.clone(),
-        )?)
+        GateHost::new(&self.runtime()?, storage, self.clock.clone()).map_err(|e| match e {
+            interlock_cli::Error::Journal(j) => not_open(dir, url, &j),
+            other => Failure::from(other),
+        })
     }
 
     /// A gate over an empty journal in memory: for the checks that record nothing.
     fn gate_for_tools(&self) -> Result<GateHost, Failure> {
         Ok(GateHost::new(
             &self.runtime()?,
-            Box::new(interlock_cli::MemoryJournal::new()),
+            Storage::memory(),
             self.clock.clone(),
         )?)
     }
@@ -709,8 +707,9 @@ impl Ctx {
     }
 }
 
-fn open_journal(dir: &Path, lock_wait: Duration) -> Result<FileJournal, Failure> {
-    // FileJournal::open creates a missing folder; a typo must not become an empty journal.
+/// The journal folder `dir`, locked (waiting up to `lock_wait` for another writer).
+fn open_folder(dir: &Path, lock_wait: Duration) -> Result<StdFiles, Failure> {
+    // Opening creates a missing folder; a typo must not become an empty journal.
     if !dir.is_dir() {
         return Err(Failure::new(
             2,
@@ -718,23 +717,18 @@ fn open_journal(dir: &Path, lock_wait: Duration) -> Result<FileJournal, Failure>
             format!("{} is not a folder; no journal there", dir.display()),
         ));
     }
-    FileJournal::open_waiting(dir, lock_wait).map_err(|e| {
-        let hint = match &e {
-            FileError::TornTail { .. } => {
-                format!("\nrun `interlock repair {}`, then try again", dir.display())
-            }
-            _ => String::new(),
-        };
+    StdFiles::open(dir, lock_wait).map_err(|e| {
         Failure::new(
             2,
             file_kind(&e),
-            format!("cannot open the journal in {}: {e}{hint}", dir.display()),
+            format!("cannot open the journal in {}: {e}", dir.display()),
         )
     })
 }
 
-fn open_sql_journal(url: &Path) -> Result<interlock_sql_journal::SqlJournal, Failure> {
-    interlock_sql_journal::open_url(&url.to_string_lossy()).map_err(|e| {
+/// The database a shared journal's URL names, connected.
+fn open_database(url: &Path) -> Result<interlock_sql_journal::SqlStore, Failure> {
+    interlock_sql_journal::SqlStore::open_url(&url.to_string_lossy()).map_err(|e| {
         let kind = match e {
             interlock_sql_journal::Error::BadUrl { .. } => "usage",
             interlock_sql_journal::Error::Format(_) => "format",
@@ -742,6 +736,28 @@ fn open_sql_journal(url: &Path) -> Result<interlock_sql_journal::SqlJournal, Fai
         };
         Failure::new(2, kind, format!("cannot open the journal: {e}"))
     })
+}
+
+/// Why the journal in `dir` did not open (the component's `journal-admin.open`).
+fn not_open(dir: &Path, url: bool, e: &interlock_cli::JournalError) -> Failure {
+    use interlock_cli::JournalError as J;
+    let hint = match e {
+        J::TornTail(_) => format!("\nrun `interlock repair {}`, then try again", dir.display()),
+        _ => String::new(),
+    };
+    let text = match e {
+        J::Conflict(n) => format!("conflict at {n}"),
+        J::Io(m) | J::Corrupt(m) | J::TornTail(m) | J::Other(m) => m.clone(),
+    };
+    let at = if url { "" } else { "in " };
+    Failure::new(
+        2,
+        journal_kind(e, url),
+        format!(
+            "cannot open the journal {at}{}: {text}{hint}",
+            dir.display()
+        ),
+    )
 }
 
 fn open_payments(path: &Path) -> Result<Payments, Failure> {
@@ -899,13 +915,34 @@ fn repair(ctx: &Ctx, dir: &Path) -> Result<u8, Failure> {
             format!("{} is not a folder; no journal there", dir.display()),
         ));
     }
-    let report = FileJournal::repair(dir).map_err(|e| {
+    // The component's repair (journal-admin.repair), over the folder locked at once: a
+    // journal open elsewhere is not cut under its writer.
+    let files = StdFiles::open_existing(dir, Duration::ZERO).map_err(|e| {
         Failure::new(
             2,
             file_kind(&e),
             format!("cannot repair the journal in {}: {e}", dir.display()),
         )
     })?;
+    let report = GateHost::unopened(&ctx.runtime()?, files, ctx.clock.clone())?
+        .repair_journal()
+        .map_err(|e| match e {
+            interlock_cli::Error::Journal(j) => {
+                let f = not_open(dir, false, &j);
+                Failure::new(
+                    2,
+                    f.kind,
+                    f.message
+                        .replacen("cannot open the journal", "cannot repair the journal", 1),
+                )
+            }
+            other => Failure::from(other),
+        })?;
+    let report = interlock_file_journal::RepairReport {
+        torn_offset: report.torn_offset,
+        torn_bytes: report.torn_bytes,
+        saved_to: report.saved_to.map(|name| dir.join(name)),
+    };
     let value = json!({
         "ok": true,
         "repaired": report.torn_offset.is_some(),
@@ -933,13 +970,9 @@ fn lease_grant(ctx: &Ctx, dir: &Path, name: &str, until: &Until) -> Result<u8, F
     if create {
         // The gate judges the grant first, on a journal in memory, so a refused grant
         // leaves no folder behind.
-        GateHost::new(
-            &ctx.runtime()?,
-            Box::new(MemoryJournal::new()),
-            ctx.clock.clone(),
-        )?
-        .grant_lease(name, expires_at_ms)
-        .map_err(|e| Failure::from(e).context("cannot grant the lease"))?;
+        GateHost::new(&ctx.runtime()?, Storage::memory(), ctx.clock.clone())?
+            .grant_lease(name, expires_at_ms)
+            .map_err(|e| Failure::from(e).context("cannot grant the lease"))?;
         make_journal_dir(dir).map_err(|e| {
             Failure::from(e).context(format!(
                 "cannot create the journal folder {}",

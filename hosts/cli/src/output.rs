@@ -70,6 +70,7 @@ fn classify(e: &anyhow::Error) -> Failure {
                 CallError::Gate(g) => gate_failure(g, message),
                 CallError::Trap(_) => Failure::new(2, "trap", message),
                 CallError::Crashed(_) => Failure::new(2, "crashed", message),
+                CallError::Journal(j) => Failure::new(2, journal_kind(j, false), message),
             };
         }
         if let Some(f) = cause.downcast_ref::<FileError>() {
@@ -100,6 +101,20 @@ pub fn file_kind(f: &FileError) -> &'static str {
         FileError::TornTail { .. } => "torn_journal",
         FileError::Conflict { .. } | FileError::InvalidEntry { .. } => "journal",
         FileError::Format(_) => "journal_format",
+    }
+}
+
+/// The kind of a journal that did not open (`journal-admin.open`); `url`: a shared journal.
+pub fn journal_kind(e: &interlock_cli::JournalError, url: bool) -> &'static str {
+    use interlock_cli::JournalError as J;
+    match e {
+        J::TornTail(_) => "torn_journal",
+        J::Corrupt(_) => "corrupt_journal",
+        // A journal of a newer or unreadable format is refused with `other`.
+        J::Other(_) if url => "format",
+        J::Other(_) => "journal_format",
+        J::Io(_) => "io",
+        J::Conflict(_) => "journal",
     }
 }
 

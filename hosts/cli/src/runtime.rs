@@ -11,64 +11,112 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, Context, Result};
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine};
+use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker};
+use wasmtime::{AsContextMut, Config, Engine};
 
-use crate::bindings::{interlock, wasi, GateComponentPre};
-use crate::gate::HostState;
+use crate::bindings::exports::interlock::gate::{gate, journal_admin, tools};
+use crate::bindings::{interlock, legacy, wasi};
+use crate::gate::{Exports, HostState};
 
 /// The file name scripts/build-wasm.sh produces.
 pub const WASM_NAME: &str = "interlock_component.wasm";
+
+/// Where the exports this host calls are, found once per component.
+#[derive(Clone)]
+pub(crate) struct ExportIndices {
+    gate: gate::GuestIndices,
+    tools: tools::GuestIndices,
+    admin: Option<journal_admin::GuestIndices>,
+}
+
+impl ExportIndices {
+    fn new(pre: &InstancePre<HostState>) -> wasmtime::Result<ExportIndices> {
+        Ok(ExportIndices {
+            gate: gate::GuestIndices::new(pre)?,
+            tools: tools::GuestIndices::new(pre)?,
+            admin: journal_admin::GuestIndices::new(pre).ok(),
+        })
+    }
+
+    pub(crate) fn load(
+        &self,
+        mut store: impl AsContextMut,
+        instance: &Instance,
+    ) -> wasmtime::Result<Exports> {
+        Ok(Exports {
+            gate: self.gate.load(&mut store, instance)?,
+            tools: self.tools.load(&mut store, instance)?,
+            admin: match &self.admin {
+                Some(a) => Some(a.load(&mut store, instance)?),
+                None => None,
+            },
+        })
+    }
+}
 
 /// The compiled component, linked against the host's imports, ready to instantiate many
 /// times (one instance per [`crate::GateHost`]).
 #[derive(Clone)]
 pub struct Runtime {
     pub(crate) engine: Engine,
-    pub(crate) pre: GateComponentPre<HostState>,
+    pub(crate) pre: InstancePre<HostState>,
+    pub(crate) exports: ExportIndices,
 }
 
 impl Runtime {
-    /// Loads the component at `wasm`, from the compiled cache when it is there.
+    /// Loads the component at `wasm`, from the compiled cache when it is there. The gate over
+    /// primitive storage (world `gate-storage`), its wasi:http form (`http-gate`, which
+    /// exports the same gate), and, while other hosts still load it, the old gate component
+    /// that imports its journal whole (`gate-component`), whose journal this host then runs
+    /// natively (the same `adapters/journal` code).
     pub fn load(wasm: &Path) -> Result<Runtime> {
         let engine = Engine::new(&Config::new()).map_err(anyhow::Error::from)?;
         let component = load_component(&engine, wasm)?;
         let mut linker = Linker::<HostState>::new(&engine);
-        if imports_http(&engine, &component) {
+        let imports = |prefix: &str| {
+            component
+                .component_type()
+                .imports(&engine)
+                .any(|(name, _)| name.starts_with(prefix))
+        };
+        if imports("wasi:http/") {
             // The wasi:http component (world http-gate) exports the same gate: run it as the
             // gate, its WASI wall clock the host's clock (see HostState). WASI's clocks
             // include wall-clock, so ours is not added a second time.
             wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
             wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
                 .map_err(anyhow::Error::from)?;
-            interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| {
-                &mut s.journal
+        } else {
+            wasi::clocks0_2_0::wall_clock::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| {
+                &mut s.clock
             })
             .map_err(anyhow::Error::from)?;
-            let pre = linker
-                .instantiate_pre(&component)
-                .map_err(anyhow::Error::from)
-                .with_context(|| format!("{} does not fit world http-gate", wasm.display()))?;
-            let pre = GateComponentPre::new(pre).map_err(anyhow::Error::from)?;
-            return Ok(Runtime { engine, pre });
         }
-        interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| &mut s.journal)
-            .map_err(anyhow::Error::from)?;
-        wasi::clocks0_2_0::wall_clock::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| {
-            &mut s.clock
-        })
-        .map_err(anyhow::Error::from)?;
+        if imports("interlock:gate/storage") {
+            interlock::gate::storage::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+                .map_err(anyhow::Error::from)?;
+        }
+        if imports("interlock:gate/journal") {
+            legacy::interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
+                .map_err(anyhow::Error::from)?;
+        }
         let pre = linker
             .instantiate_pre(&component)
             .map_err(anyhow::Error::from)
             .with_context(|| {
                 format!(
-                    "{} does not fit this host's imports (world gate-component)",
+                    "{} does not fit this host's imports (worlds gate-storage, http-gate, gate-component)",
                     wasm.display()
                 )
             })?;
-        let pre = GateComponentPre::new(pre).map_err(anyhow::Error::from)?;
-        Ok(Runtime { engine, pre })
+        let exports = ExportIndices::new(&pre)
+            .map_err(anyhow::Error::from)
+            .with_context(|| format!("{} does not export the gate", wasm.display()))?;
+        Ok(Runtime {
+            engine,
+            pre,
+            exports,
+        })
     }
 
     /// Loads the component from [`locate`].
@@ -78,18 +126,22 @@ impl Runtime {
 }
 
 /// Where the component is: `explicit` (the `--wasm` flag), else `$INTERLOCK_WASM`, else
-/// the build output under `$CARGO_TARGET_DIR` (or ./target), else next to this executable,
+/// scripts/build-wasm.sh's output of the storage build (its own target folder
+/// `gate-storage` under `$CARGO_TARGET_DIR`, or ./target), else next to this executable,
 /// else the checkout's dist/.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
     find(
         explicit,
         "INTERLOCK_WASM",
-        "",
-        "interlock_gate.wasm",
+        "gate-storage",
+        STORAGE_WASM_NAME,
         "--wasm PATH",
         "gate component",
     )
 }
+
+/// The file name scripts/build-wasm.sh gives the gate over primitive storage in dist/.
+pub const STORAGE_WASM_NAME: &str = "interlock_gate_storage.wasm";
 
 /// Where the wasi:http component (world http-gate) is: `explicit` (`--component`), else
 /// `$INTERLOCK_HTTP_WASM`, else scripts/build-wasm.sh's output (its own target folder
@@ -167,14 +219,6 @@ fn find(
         "the {what} was not found; build it with `bash scripts/build-wasm.sh` \
          (or pass {flag} / set {var}). Looked in:{list}"
     ))
-}
-
-/// Whether `component` imports wasi:http (world http-gate, not gate-component).
-fn imports_http(engine: &Engine, component: &Component) -> bool {
-    component
-        .component_type()
-        .imports(engine)
-        .any(|(name, _)| name.starts_with("wasi:http/"))
 }
 
 /// The component compiled for `engine`: deserialized from the cache file when one

@@ -2,9 +2,11 @@
 //! (world `http-gate`, dist/interlock_http.wasm) on wasmtime's wasi-http.
 //!
 //! Everything the API decides (the token, the routes, the JSON, how a configured HTTP target
-//! is performed) is the component's (`interlock_core::http_api`). This host provides the
+//! is performed) is the component's (`interlock_core::http_api`), and so is the journal
+//! (world `http-gate` runs the journal's backends inside it). This host provides the
 //! component's imports (WASI with the settings as environment variables, wasi:http, the
-//! journal) and keeps one instance per journal, as the Worker keeps one Durable Object:
+//! journal's storage: a folder or a database) and keeps one instance per journal, as the
+//! Worker keeps one Durable Object:
 //! an instance holds the operations in progress (`POST .../submit`, then `.../ops/{op}`),
 //! and its requests are handled one at a time, so compare-and-append sees no interleaving
 //! within it.
@@ -28,7 +30,6 @@ use anyhow::{bail, Context, Result};
 use hyper::body::{Body, Bytes, Frame, Incoming, SizeHint};
 use hyper::server::conn::http1;
 use interlock_core::http_api::{BODY_DEADLINE_MS, MAX_BODY_BYTES};
-use interlock_core::{Journal as CoreJournal, JournalError as CoreError};
 use tokio::net::TcpListener;
 use tokio::sync::Mutex;
 use wasmtime::component::{Func, HasSelf, Linker, Val};
@@ -41,7 +42,7 @@ use wasmtime_wasi_http::WasiHttpView;
 
 use crate::clock::Clock;
 use crate::gate::HostState;
-use crate::journal::JournalBackend;
+use crate::storage::{Storage, Unavailable};
 
 /// Where the journals are.
 #[derive(Clone, Debug)]
@@ -62,53 +63,6 @@ pub struct Options {
     pub on_listening: Box<dyn FnOnce(SocketAddr) + Send>,
 }
 
-/// A journal opened at its first use: a journal that cannot be opened (locked by another
-/// process, a torn tail) fails that call, which the component answers as its typed journal
-/// error (503), and the next call tries again; an instance whose path names no journal never
-/// opens one.
-struct Lazy {
-    open: Box<dyn FnMut() -> Result<Box<dyn JournalBackend>, CoreError> + Send>,
-    store: Option<Box<dyn JournalBackend>>,
-}
-
-impl Lazy {
-    fn get(&mut self) -> Result<&mut Box<dyn JournalBackend>, CoreError> {
-        if self.store.is_none() {
-            self.store = Some((self.open)()?);
-        }
-        Ok(self.store.as_mut().expect("just opened"))
-    }
-}
-
-impl CoreJournal for Lazy {
-    fn append(
-        &mut self,
-        stream: &str,
-        expected_len: u64,
-        entries: &[String],
-        durable: bool,
-        open: bool,
-    ) -> Result<(), CoreError> {
-        self.get()?
-            .append(stream, expected_len, entries, durable, open)
-    }
-    fn read(&mut self, stream: &str, start: u64) -> Result<Vec<String>, CoreError> {
-        self.get()?.read(stream, start)
-    }
-    fn length(&mut self, stream: &str) -> Result<u64, CoreError> {
-        self.get()?.length(stream)
-    }
-    fn open_streams(&mut self) -> Result<Vec<String>, CoreError> {
-        self.get()?.open_streams()
-    }
-    fn streams(&mut self) -> Result<Vec<String>, CoreError> {
-        self.get()?.streams()
-    }
-    fn sync(&mut self) -> Result<(), CoreError> {
-        self.get()?.sync()
-    }
-}
-
 /// One instance of the component and its store: one journal.
 struct Instance {
     store: Store<HostState>,
@@ -118,6 +72,12 @@ struct Instance {
     refusal: Func,
     /// The component's `http-api.unreadable`: the answer to a body that could not be read.
     unreadable: Func,
+    /// The component's `journal-admin.open`, and whether it succeeded: until it does, each
+    /// request that reaches this instance opens its storage and the journal again first (a
+    /// journal locked by another process, or torn, is answered as the component's typed
+    /// journal error, and may be there by the next request).
+    open: Func,
+    opened: bool,
 }
 
 /// A body read whole: what the component reads at once, and what the client is sent.
@@ -240,40 +200,40 @@ pub fn linker(engine: &Engine) -> Result<Linker<HostState>> {
     let mut linker = Linker::<HostState>::new(engine);
     wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
     wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-    crate::bindings::interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(
+    crate::bindings::interlock::gate::storage::add_to_linker::<_, HasSelf<_>>(
         &mut linker,
-        |s: &mut HostState| &mut s.journal,
+        |s: &mut HostState| s,
     )?;
     Ok(linker)
 }
 
 impl Server {
-    /// The journal a request's journal name opens (`None`: the path names no journal).
-    fn journal_for(&self, name: Option<&str>) -> Box<dyn JournalBackend> {
-        let name = name.map(String::from);
-        let journals = self.journals.clone();
-        let open = move || -> Result<Box<dyn JournalBackend>, CoreError> {
-            match (&journals, &name) {
-                (_, None) => Err(CoreError::Other("the path names no journal".into())),
-                (Journals::Folder(dir), Some(n)) => {
-                    let j = interlock_file_journal::FileJournal::open(&dir.join(n))
-                        .map_err(|e| CoreError::Io(format!("journal {n}: {e}")))?;
-                    Ok(Box::new(j))
+    /// The storage of the journal a request's journal name names (`None`: the path names
+    /// no journal), opened now: one that cannot be opened answers every call with why, and
+    /// the component's `journal-admin.open` says so.
+    fn storage_for(&self, name: Option<&str>) -> Storage {
+        let unavailable = |why: String| Storage::from_files(Unavailable(why));
+        match (&self.journals, name) {
+            (_, None) => unavailable("the path names no journal".into()),
+            (Journals::Folder(dir), Some(n)) => {
+                match interlock_file_journal::StdFiles::open(
+                    &dir.join(n),
+                    Duration::from_millis(interlock_file_journal::LOCK_WAIT_MS),
+                ) {
+                    Ok(files) => files.into(),
+                    Err(e) => unavailable(format!("journal {n}: {e}")),
                 }
-                (Journals::Url { url, name: served }, Some(n)) if n == served => {
-                    let j = interlock_sql_journal::open_url(url)
-                        .map_err(|e| CoreError::Io(format!("journal {n}: {e}")))?;
-                    Ok(Box::new(j))
-                }
-                (Journals::Url { name: served, .. }, Some(n)) => Err(CoreError::Other(format!(
-                    "this server serves one journal, {served:?}; there is no journal {n:?} here"
-                ))),
             }
-        };
-        Box::new(Lazy {
-            open: Box::new(open),
-            store: None,
-        })
+            (Journals::Url { url, name: served }, Some(n)) if n == served => {
+                match interlock_sql_journal::SqlStore::open_url(url) {
+                    Ok(sql) => sql.into(),
+                    Err(e) => unavailable(format!("journal {n}: {e}")),
+                }
+            }
+            (Journals::Url { name: served, .. }, Some(n)) => unavailable(format!(
+                "this server serves one journal, {served:?}; there is no journal {n:?} here"
+            )),
+        }
     }
 
     async fn instance(&self, name: Option<&str>) -> Result<Arc<Mutex<Instance>>> {
@@ -281,7 +241,12 @@ impl Server {
         if let Some(i) = self.lock().get(&key) {
             return Ok(i.clone());
         }
-        let state = HostState::new(self.journal_for(name), Clock::System, &self.env);
+        // The storage is opened at the instance's first journal call (`open_journal`).
+        let state = HostState::new(
+            Storage::from_files(Unavailable(String::new())),
+            Clock::System,
+            &self.env,
+        );
         let mut store = Store::new(self.pre.engine(), state);
         let instance = self
             .pre
@@ -300,11 +265,20 @@ impl Server {
         };
         let refusal = func("refusal")?;
         let unreadable = func("unreadable")?;
+        let admin = instance
+            .get_export_index(&mut store, None, "interlock:gate/journal-admin@0.1.0")
+            .context("the component exports no interlock:gate/journal-admin")?;
+        let open = instance
+            .get_export_index(&mut store, Some(&admin), "open")
+            .and_then(|i| instance.get_func(&mut store, i))
+            .context("the component's journal-admin has no open")?;
         let made = Arc::new(Mutex::new(Instance {
             store,
             proxy,
             refusal,
             unreadable,
+            open,
+            opened: false,
         }));
         // Two first requests may race to make one: the first one in is kept.
         Ok(self.lock().entry(key).or_insert(made).clone())
@@ -354,6 +328,7 @@ impl Server {
         let name = interlock_core::http_api::journal_of(parts.uri.path()).map(String::from);
         let req = hyper::Request::from_parts(parts, Whole(Some(body)));
         let instance = self.instance(name.as_deref()).await?;
+        let server = self.clone();
         // Spawned: a client that goes away does not stop a gate operation midway.
         let task = tokio::task::spawn(async move {
             let (sender, receiver) = tokio::sync::oneshot::channel::<
@@ -372,6 +347,12 @@ impl Server {
             });
             let called = {
                 let mut guard = instance.lock().await;
+                if !guard.opened {
+                    if let Err(e) = open_journal(&server, &mut guard, name.as_deref()).await {
+                        response.abort();
+                        return Err(e);
+                    }
+                }
                 let Instance { store, proxy, .. } = &mut *guard;
                 let req = store
                     .data_mut()
@@ -393,6 +374,33 @@ impl Server {
         });
         task.await?
     }
+}
+
+/// Opens the storage of the instance's journal and the journal over it
+/// (`journal-admin.open`). A failure is left for the component to answer (its journal
+/// calls fail with the open's error, a 503), and the next request tries again.
+async fn open_journal(server: &Server, instance: &mut Instance, name: Option<&str>) -> Result<()> {
+    let Some(name) = name else {
+        return Ok(());
+    };
+    let storage = server.storage_for(Some(name));
+    let backend = match storage.backend() {
+        crate::bindings::exports::interlock::gate::journal_admin::Backend::File => "file",
+        crate::bindings::exports::interlock::gate::journal_admin::Backend::Sqlite => "sqlite",
+        crate::bindings::exports::interlock::gate::journal_admin::Backend::Postgres => "postgres",
+    };
+    instance.store.data_mut().storage = storage;
+    let mut result = [Val::Bool(false)];
+    instance
+        .open
+        .call_async(
+            &mut instance.store,
+            &[Val::Enum(backend.into())],
+            &mut result,
+        )
+        .await?;
+    instance.opened = matches!(result, [Val::Result(Ok(_))]);
+    Ok(())
 }
 
 /// Loads the component, binds `options.listen` and serves until the process ends.

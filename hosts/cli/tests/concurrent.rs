@@ -1,4 +1,5 @@
-//! Many gate instances on one file journal (`SharedFileJournal`, group commit), one thread
+//! Many gate instances on one file journal (one store, `StdFiles`, shared by every instance:
+//! each its own index, compare-and-append at the file's length, group commit), one thread
 //! each: distinct effects all commit with their durable writes shared, and workers racing
 //! one effect send it once.
 
@@ -12,7 +13,7 @@ use interlock_cli::{
     ApplyRequest, AuthorizeRequest, CaptureRequest, Clock, GateHost, QueryRequest, Reason, Reply,
     State, Targets,
 };
-use interlock_file_journal::{FileJournal, SharedFileJournal};
+use interlock_file_journal::StdFiles;
 use serde_json::json;
 
 /// Answers at once and counts the sends per effect; premises always hold.
@@ -57,8 +58,8 @@ fn refund(order: u64) -> String {
     .to_string()
 }
 
-fn host(shared: &SharedFileJournal, clock: &Clock) -> GateHost {
-    GateHost::new(runtime(), Box::new(shared.clone()), clock.clone()).unwrap()
+fn host(shared: &StdFiles, clock: &Clock) -> GateHost {
+    GateHost::new(runtime(), shared.clone(), clock.clone()).unwrap()
 }
 
 #[test]
@@ -66,7 +67,7 @@ fn threads_commit_distinct_effects_and_share_fsyncs() {
     const THREADS: u64 = 8;
     const EACH: u64 = 10;
     let dir = tempfile::tempdir().unwrap();
-    let shared = SharedFileJournal::open(dir.path()).unwrap();
+    let shared = StdFiles::at(dir.path()).unwrap();
     let clock = Clock::fake(T0_MS);
     host(&shared, &clock)
         .grant_lease(LEASE, T0_MS + HOUR_MS)
@@ -91,12 +92,7 @@ fn threads_commit_distinct_effects_and_share_fsyncs() {
     // One durable batch per effect at most; group commit may merge them.
     assert!(shared.fsyncs() - fsyncs_before <= THREADS * EACH);
     drop(shared);
-    let mut reopened = GateHost::new(
-        runtime(),
-        Box::new(FileJournal::open(dir.path()).unwrap()),
-        clock,
-    )
-    .unwrap();
+    let mut reopened = GateHost::new(runtime(), StdFiles::at(dir.path()).unwrap(), clock).unwrap();
     let report = reopened.verify(&[]).unwrap();
     assert!(report.problems.is_empty(), "{:?}", report.problems);
     assert_eq!(reopened.open_effects().unwrap(), Vec::<String>::new());
@@ -106,7 +102,7 @@ fn threads_commit_distinct_effects_and_share_fsyncs() {
 fn workers_racing_one_effect_send_it_once() {
     const WORKERS: usize = 8;
     let dir = tempfile::tempdir().unwrap();
-    let shared = SharedFileJournal::open(dir.path()).unwrap();
+    let shared = StdFiles::at(dir.path()).unwrap();
     let clock = Clock::fake(T0_MS);
     host(&shared, &clock)
         .grant_lease(LEASE, T0_MS + HOUR_MS)

@@ -10,7 +10,7 @@ use interlock_cli::{
     ApplyRequest, AuthorizeRequest, CaptureRequest, Clock, CrashPoint, Error, Executed, GateHost,
     Outcome, PaymentsTarget, QueryRequest, Reason, Reply, State, Targets,
 };
-use interlock_file_journal::FileJournal;
+use interlock_file_journal::StdFiles;
 use interlock_payments_sim::{Payments, Tier};
 
 /// The payments target, with a log of the steps the gate asked for, so a test can check
@@ -79,8 +79,8 @@ impl Case {
 
     /// A new process: a fresh instance on the journal folder.
     fn host(&self) -> GateHost {
-        let journal = FileJournal::open(self.dir.path()).unwrap();
-        GateHost::new(runtime(), Box::new(journal), self.clock.clone()).unwrap()
+        let journal = StdFiles::at(self.dir.path()).unwrap();
+        GateHost::new(runtime(), journal, self.clock.clone()).unwrap()
     }
 
     /// Submits with a crash at `point`; the host is dropped, as a dead process is.

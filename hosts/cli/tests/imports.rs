@@ -1,5 +1,6 @@
-//! Each component imports exactly its checked-in list. The gate: its journal, the step
-//! vocabulary and the WASI wall clock (Rust std would add wasi:cli and wasi:io; the guest is
+//! Each component imports exactly its checked-in list. The gate: its journal (or, the
+//! storage build, the primitive storage its journal runs over), the step vocabulary and the
+//! WASI wall clock (Rust std would add wasi:cli and wasi:io; the guest is
 //! no_std so that nothing else can creep in unnoticed). The payments simulator and the
 //! journal format: nothing. The wasi:http component (`interlock serve`): the gate's, plus
 //! its environment, a monotonic clock and wasi:http.
@@ -47,6 +48,14 @@ fn gate_imports_match_the_checked_in_list() {
         .map(PathBuf::from)
         .unwrap_or_else(|| root().join("dist/interlock_gate.wasm"));
     check(wasm, "tests/component-imports.txt");
+}
+
+#[test]
+fn gate_storage_imports_match_the_checked_in_list() {
+    check(
+        root().join("dist/interlock_gate_storage.wasm"),
+        "tests/gate-storage-imports.txt",
+    );
 }
 
 #[test]

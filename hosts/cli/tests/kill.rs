@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::{runtime, Rng, HOUR_MS, LEASE, T0_MS};
 use interlock_cli::{Clock, Error, GateHost, PaymentsTarget};
-use interlock_file_journal::{Error as FileError, FileJournal};
+use interlock_file_journal::{Error as FileError, FileJournal, StdFiles};
 use interlock_payments_sim::{Payments, Tier};
 use serde_json::{json, Value};
 
@@ -61,8 +61,8 @@ fn child_process_entry() {
     let dir = Path::new(&dir);
     let tier = tier_of(&std::env::var(TIER_ENV).expect("tier"));
     let clock = Clock::fake(T0_MS);
-    let journal = FileJournal::open(dir).expect("open journal");
-    let mut gate = GateHost::new(runtime(), Box::new(journal), clock.clone()).expect("gate");
+    let journal = StdFiles::at(dir).expect("open journal");
+    let mut gate = GateHost::new(runtime(), journal, clock.clone()).expect("gate");
     let payments = Payments::open(&dir.join("payments.json")).expect("payments");
     let mut target = PaymentsTarget::new(payments, clock);
     println!("ready");
@@ -96,8 +96,8 @@ fn setup(dir: &Path, tier: Tier) {
     for i in 0..EFFECTS {
         payments.add_order(&order(i), PAID_CENTS).unwrap();
     }
-    let journal = FileJournal::open(dir).unwrap();
-    let mut gate = GateHost::new(runtime(), Box::new(journal), Clock::fake(T0_MS)).unwrap();
+    let journal = StdFiles::at(dir).unwrap();
+    let mut gate = GateHost::new(runtime(), journal, Clock::fake(T0_MS)).unwrap();
     gate.grant_lease(LEASE, T0_MS + HOUR_MS).unwrap();
 }
 
@@ -295,8 +295,8 @@ fn one_iteration(rng: &mut Rng, n: u64, window_us: u64, tally: &mut Tally) -> (D
 /// that may have landed).
 fn check(dir: &Path, tier: Tier, n: u64, tally: &mut Tally, rec: &Output) {
     let ctx = || format!("iteration {n} (tier {}):\n{}", tier.label(), text(rec));
-    let journal = FileJournal::open(dir).unwrap();
-    let mut gate = GateHost::new(runtime(), Box::new(journal), Clock::fake(T0_MS)).unwrap();
+    let journal = StdFiles::at(dir).unwrap();
+    let mut gate = GateHost::new(runtime(), journal, Clock::fake(T0_MS)).unwrap();
     let open = gate.open_effects().unwrap();
     assert!(open.is_empty(), "{}: open after recovery: {open:?}", ctx());
     let payments = Payments::open(&dir.join("payments.json")).unwrap();

@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 use common::*;
 use interlock_cli::gate::CrashAction;
 use interlock_cli::{Clock, CrashPoint, Error, GateHost, Outcome, PaymentsTarget, Reason, State};
-use interlock_file_journal::FileJournal;
+use interlock_file_journal::StdFiles;
 use interlock_payments_sim::{Payments, Tier};
 use serde_json::{json, Value};
 
@@ -121,8 +121,8 @@ fn new_payments(dir: &Path, tier: Tier) -> Payments {
 /// journal's lock while `act` runs.
 fn as_agent<T>(dir: &Path, act: impl FnOnce(&mut GateHost, &mut PaymentsTarget) -> T) -> T {
     let _g = fork_guard();
-    let journal = FileJournal::open(dir).unwrap();
-    let mut host = GateHost::new(runtime(), Box::new(journal), Clock::fake(T0_MS)).unwrap();
+    let journal = StdFiles::at(dir).unwrap();
+    let mut host = GateHost::new(runtime(), journal, Clock::fake(T0_MS)).unwrap();
     let payments = Payments::open(&dir.join("payments.json")).unwrap();
     act(
         &mut host,

@@ -13,7 +13,7 @@ use interlock_cli::{
     ApplyRequest, AuthorizeRequest, CaptureRequest, Clock, CrashPoint, Error, GateHost,
     PaymentsTarget, QueryRequest, Reply, Targets,
 };
-use interlock_file_journal::{FileJournal, JOURNAL_FILE};
+use interlock_file_journal::{StdFiles, JOURNAL_FILE};
 use interlock_payments_sim::{Payments, Tier};
 use serde_json::{json, Value};
 
@@ -40,8 +40,8 @@ impl Targets for Mail {
 
 /// Submits `proposal` in a process that dies after the target applied it.
 fn crash_after_commit(dir: &std::path::Path, clock: &Clock, proposal: &str, t: &mut dyn Targets) {
-    let journal = FileJournal::open(dir).unwrap();
-    let mut host = GateHost::new(runtime(), Box::new(journal), clock.clone()).unwrap();
+    let journal = StdFiles::at(dir).unwrap();
+    let mut host = GateHost::new(runtime(), journal, clock.clone()).unwrap();
     host.crash_at(CrashPoint::AfterSend, CrashAction::Error);
     match host.submit(proposal, t) {
         Err(Error::Crashed(_)) => {}
@@ -60,8 +60,8 @@ fn recover_leaves_what_it_cannot_serve_open() {
     payments.add_order(ORDER, PAID_CENTS).unwrap();
     let premises = payments.premises(ORDER, None).unwrap();
     {
-        let journal = FileJournal::open(&dir).unwrap();
-        let mut host = GateHost::new(runtime(), Box::new(journal), clock.clone()).unwrap();
+        let journal = StdFiles::at(&dir).unwrap();
+        let mut host = GateHost::new(runtime(), journal, clock.clone()).unwrap();
         host.grant_lease(LEASE, T0_MS + HOUR_MS).unwrap();
     }
     let mail = json!({"agent": "mailer", "target": {"name": "email", "timeout_ms": 1000},
@@ -124,8 +124,8 @@ fn recover_no_wait_leaves_a_live_claim_to_its_worker() {
     payments.add_order(ORDER, PAID_CENTS).unwrap();
     let premises = payments.premises(ORDER, None).unwrap();
     {
-        let journal = FileJournal::open(&dir).unwrap();
-        let mut host = GateHost::new(runtime(), Box::new(journal), clock.clone()).unwrap();
+        let journal = StdFiles::at(&dir).unwrap();
+        let mut host = GateHost::new(runtime(), journal, clock.clone()).unwrap();
         host.grant_lease(LEASE, T0_MS + HOUR_MS).unwrap();
     }
     let mut target = PaymentsTarget::new(payments, clock.clone());

@@ -134,8 +134,8 @@ impl Targets for SharedService {
 }
 
 fn gate_on(url: &str) -> GateHost {
-    let journal = interlock_sql_journal::open_url(url).expect("open the shared journal");
-    GateHost::new(runtime(), Box::new(journal), Clock::System).expect("a gate")
+    let journal = interlock_sql_journal::SqlStore::open_url(url).expect("open the shared journal");
+    GateHost::new(runtime(), journal, Clock::System).expect("a gate")
 }
 
 /// A worker: submits random refunds and now and then recovers, until killed. Not a test of

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{runtime, T0_MS};
-use interlock_cli::{Clock, Error, GateError, GateHost, MemoryJournal};
+use interlock_cli::{Clock, Error, GateError, GateHost, Storage};
 use serde_json::{json, Value};
 
 const CONFIG: &str = r#"{"journal_dir": ".interlock/mcp",
@@ -17,12 +17,7 @@ const CONFIG: &str = r#"{"journal_dir": ".interlock/mcp",
     "dedupes": false}}}"#;
 
 fn host() -> GateHost {
-    GateHost::new(
-        runtime(),
-        Box::new(MemoryJournal::new()),
-        Clock::fake(T0_MS),
-    )
-    .unwrap()
+    GateHost::new(runtime(), Storage::memory(), Clock::fake(T0_MS)).unwrap()
 }
 
 fn field(e: Error) -> String {
