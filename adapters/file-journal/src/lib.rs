@@ -25,7 +25,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use interlock_journal::{self as journal, Files, StorageError};
+use interlock_journal::{self as journal, StorageError};
 use interlock_journal_format::{self as format, FormatError};
 
 mod commit;
@@ -282,37 +282,6 @@ impl FileJournal {
         let report = journal::FileJournal::repair(&mut files)?;
         Ok(RepairReport::in_dir(report, dir))
     }
-}
-
-/// A store whose `Files` calls all fail with `why` (a folder that could not be opened), so
-/// that a journal over it reports that.
-pub fn failing_files(why: String) -> impl Files + Send + Clone {
-    #[derive(Clone)]
-    struct Failing(String);
-    impl Files for Failing {
-        fn file_size(&mut self, _: &str) -> Result<Option<u64>, StorageError> {
-            Err(StorageError::Io(self.0.clone()))
-        }
-        fn file_read(&mut self, _: &str, _: u64, _: u64) -> Result<Vec<u8>, StorageError> {
-            Err(StorageError::Io(self.0.clone()))
-        }
-        fn file_append(&mut self, _: &str, _: u64, _: &[u8]) -> Result<(), StorageError> {
-            Err(StorageError::Io(self.0.clone()))
-        }
-        fn file_sync(&mut self, _: &str) -> Result<(), StorageError> {
-            Err(StorageError::Io(self.0.clone()))
-        }
-        fn file_truncate(&mut self, _: &str, _: u64) -> Result<(), StorageError> {
-            Err(StorageError::Io(self.0.clone()))
-        }
-        fn file_replace(&mut self, _: &str, _: &[u8]) -> Result<(), StorageError> {
-            Err(StorageError::Io(self.0.clone()))
-        }
-        fn file_create(&mut self, _: &str, _: &[u8]) -> Result<bool, StorageError> {
-            Err(StorageError::Io(self.0.clone()))
-        }
-    }
-    Failing(why)
 }
 
 #[cfg(test)]
