@@ -26,6 +26,11 @@ echo "dist/payments_sim.wasm ($(wc -c < dist/payments_sim.wasm) bytes)"
 cargo build --release --target wasm32-wasip2 --manifest-path adapters/journal-format/component/Cargo.toml "$@"
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_journal_format_component.wasm" dist/journal_format.wasm
 echo "dist/journal_format.wasm ($(wc -c < dist/journal_format.wasm) bytes)"
+# The journal contract suite (adapters/journal) as a component: each host runs it over its
+# own storage (imports only the storage the gate imports).
+cargo build --release --target wasm32-wasip2 --manifest-path adapters/journal/contract/Cargo.toml "$@"
+cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_journal_contract.wasm" dist/journal_contract.wasm
+echo "dist/journal_contract.wasm ($(wc -c < dist/journal_contract.wasm) bytes)"
 # The conformance runner, which every host runs over its own gate and journal (imports the
 # gate and its driver: tests/conformance/runner/wit).
 cargo build --release --target wasm32-wasip2 --manifest-path tests/conformance/runner/Cargo.toml "$@"

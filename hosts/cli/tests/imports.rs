@@ -59,6 +59,14 @@ fn gate_storage_imports_match_the_checked_in_list() {
 }
 
 #[test]
+fn journal_contract_imports_only_storage() {
+    check(
+        root().join("dist/journal_contract.wasm"),
+        "tests/journal-contract-imports.txt",
+    );
+}
+
+#[test]
 fn http_gate_imports_match_the_checked_in_list() {
     check(
         root().join("dist/interlock_http.wasm"),
