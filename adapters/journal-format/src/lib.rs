@@ -12,6 +12,8 @@
 //! `no_std` + `alloc` so that the component imports nothing.
 #![no_std]
 extern crate alloc;
+#[cfg(test)]
+extern crate std;
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -104,6 +106,136 @@ pub fn parse_head(body: &[u8]) -> Result<Head, String> {
         return Err("not a JSON object".to_string());
     }
     serde_json::from_str::<Head>(text).map_err(|e| format!("not a journal entry: {e}"))
+}
+
+/// The head of a line that was appended by a writer that checked it with [`validate`]
+/// (a journal sharing its store with this one, in this process: the store's lock keeps
+/// every other writer out), read without checking the rest of the line: only its top-level
+/// structure is walked, and only `stream`, `seq` and `open` are parsed. `None` when it cannot
+/// tell (an escaped key, a duplicate member, anything unusual): then [`parse_head`] decides.
+/// For a line [`parse_head`] accepts, this answers the same head or `None`; a line that is
+/// not valid JSON beyond its head may be read here (it was checked when it was written, and
+/// the gate verifies every entry it reads), never at open, which scans with [`parse_head`].
+pub fn appended_head(body: &[u8]) -> Option<Head> {
+    core::str::from_utf8(body).ok()?;
+    let ws = |i: usize| {
+        let mut i = i;
+        while matches!(body.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            i += 1;
+        }
+        i
+    };
+    let mut i = ws(0);
+    if body.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    let (mut stream, mut seq, mut open) = (None, None, None);
+    loop {
+        i = ws(i);
+        if body.get(i) != Some(&b'"') {
+            return None;
+        }
+        let key_end = string_end(body, i)?;
+        let key = &body[i + 1..key_end - 1];
+        if key.contains(&b'\\') {
+            return None;
+        }
+        i = ws(key_end);
+        if body.get(i) != Some(&b':') {
+            return None;
+        }
+        let start = ws(i + 1);
+        let end = value_end(body, start)?;
+        let value = &body[start..end];
+        match key {
+            b"stream" if stream.is_none() => {
+                stream = Some(serde_json::from_slice::<String>(value).ok()?);
+            }
+            b"seq" if seq.is_none() => {
+                let plain = value.iter().all(u8::is_ascii_digit)
+                    && !value.is_empty()
+                    && (value.len() == 1 || value[0] != b'0');
+                if !plain {
+                    return None;
+                }
+                seq = Some(core::str::from_utf8(value).ok()?.parse::<u64>().ok()?);
+            }
+            b"open" if open.is_none() => {
+                open = Some(match value {
+                    b"true" => true,
+                    b"false" => false,
+                    _ => return None,
+                });
+            }
+            b"stream" | b"seq" | b"open" => return None,
+            _ => {}
+        }
+        i = ws(end);
+        match body.get(i) {
+            Some(b',') => i += 1,
+            Some(b'}') => break,
+            _ => return None,
+        }
+    }
+    if ws(i + 1) != body.len() {
+        return None;
+    }
+    Some(Head {
+        stream: stream?,
+        seq: seq?,
+        open: open?,
+    })
+}
+
+/// The index after the closing quote of the JSON string starting at `i`.
+fn string_end(body: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        j += memchr::memchr2(b'"', b'\\', body.get(j..)?)?;
+        match body[j] {
+            b'"' => return Some(j + 1),
+            _ => j += 2,
+        }
+    }
+}
+
+/// The index after the JSON value starting at `i` (its structure only).
+fn value_end(body: &[u8], i: usize) -> Option<usize> {
+    match body.get(i)? {
+        b'"' => string_end(body, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match body.get(j)? {
+                    b'"' => {
+                        j = string_end(body, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let mut j = i;
+            while !matches!(
+                body.get(j),
+                None | Some(b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r')
+            ) {
+                j += 1;
+            }
+            (j > i).then_some(j)
+        }
+    }
 }
 
 /// Checks one entry given to an append of `stream` at position `seq`; the error is a detail.
@@ -206,6 +338,25 @@ impl Scanner {
             head,
         };
         self.offset += n;
+        Ok(entry)
+    }
+
+    /// [`Scanner::line`] for a line a checking writer appended while this reader had the
+    /// journal open ([`appended_head`]); falls back to [`Scanner::line`] when it cannot tell.
+    pub fn appended_line(&mut self, line: &[u8]) -> Result<Entry, FormatError> {
+        let Some(body) = line.strip_suffix(b"\n") else {
+            return self.line(line);
+        };
+        let (Some(head), Ok(len)) = (appended_head(body), u32::try_from(body.len())) else {
+            return self.line(line);
+        };
+        self.line += 1;
+        let entry = Entry {
+            offset: self.offset,
+            len,
+            head,
+        };
+        self.offset += line.len() as u64;
         Ok(entry)
     }
 

@@ -268,14 +268,18 @@ impl<S: Files> FileJournal<S> {
         self.index = index;
         self.len = start;
         self.last = last;
-        self.scan_to(file_len)?;
+        self.scan_to(file_len, false)?;
         self.scanned = file_len - start;
         Ok(())
     }
 
     /// Reads `journal.jsonl` from the indexed length to `end` and adds every entry to the
-    /// index; a partial last line is a torn tail.
-    fn scan_to(&mut self, end: u64) -> Result<(), Error> {
+    /// index; a partial last line is a torn tail. `appended`: the bytes were appended while
+    /// this journal had the store open, by journals that checked every entry before writing
+    /// it (the store's lock keeps any other writer out), so a line's head is read from its
+    /// structure alone (`interlock_journal_format::appended_head`); at open every line is
+    /// parsed whole.
+    fn scan_to(&mut self, end: u64, appended: bool) -> Result<(), Error> {
         // Every line is one entry, so the entry count is the line count.
         let mut scanner = Scanner::new(self.len, self.index.entries);
         let mut pending: Vec<u8> = Vec::new();
@@ -291,27 +295,39 @@ impl<S: Files> FileJournal<S> {
             at += chunk.len() as u64;
             pending.extend_from_slice(&chunk);
             let mut used = 0;
-            while let Some(nl) = pending[used..].iter().position(|&b| b == b'\n') {
+            while let Some(nl) = memchr::memchr(b'\n', &pending[used..]) {
                 let line = &pending[used..used + nl + 1];
-                self.index_line(&mut scanner, line)?;
+                self.index_line(&mut scanner, line, appended)?;
                 used += nl + 1;
             }
             pending.drain(..used);
         }
         if !pending.is_empty() {
             // The scanner reports a line without its newline as the torn tail.
-            self.index_line(&mut scanner, &pending)?;
+            self.index_line(&mut scanner, &pending, false)?;
         }
         debug_assert_eq!(scanner.offset(), self.len);
         Ok(())
     }
 
-    fn index_line(&mut self, scanner: &mut Scanner, line: &[u8]) -> Result<(), Error> {
-        let entry = scanner.line(line)?;
-        let position = match self.index.materialize(&mut self.files, &entry.head.stream) {
-            // Reloaded by the caller (`catch_up_to`), never in the middle of a scan.
-            Err(CheckpointError::Stale) => return Err(Error::Changed(STALE.into())),
-            other => other.map_err(checkpoint_error)?,
+    fn index_line(
+        &mut self,
+        scanner: &mut Scanner,
+        line: &[u8],
+        appended: bool,
+    ) -> Result<(), Error> {
+        let entry = if appended {
+            scanner.appended_line(line)?
+        } else {
+            scanner.line(line)?
+        };
+        let position = match self.index.resident_len(&entry.head.stream) {
+            Some(n) => n,
+            None => match self.index.materialize(&mut self.files, &entry.head.stream) {
+                // Reloaded by the caller (`catch_up_to`), never in the middle of a scan.
+                Err(CheckpointError::Stale) => return Err(Error::Changed(STALE.into())),
+                other => other.map_err(checkpoint_error)?,
+            },
         };
         scanner.check_seq(&entry, position)?;
         self.index
@@ -362,7 +378,7 @@ impl<S: Files> FileJournal<S> {
             return Err(self.shrank(size));
         }
         if size > self.len {
-            match self.scan_to(size) {
+            match self.scan_to(size, true) {
                 Err(Error::Changed(m)) if m == STALE => self.load(size)?,
                 other => other?,
             }

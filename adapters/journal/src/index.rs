@@ -108,28 +108,40 @@ impl Index {
 
     /// Records one entry at the end of `stream` (made resident first by `materialize`).
     pub(crate) fn push(&mut self, stream: &str, offset: u64, len: u32, open: bool) {
-        let s = match self.streams.get_mut(stream) {
-            Some(s) => s,
-            None => {
-                let order = self.base_streams() + self.order.len();
-                self.order.push(stream.to_string());
-                self.streams
-                    .entry(stream.to_string())
-                    .or_insert(StreamIndex {
-                        offsets: Vec::new(),
-                        open,
-                        order,
-                    })
+        if let Some(s) = self.streams.get_mut(stream) {
+            s.offsets.push((offset, len));
+            // The open list changes only when the stream's state does (no allocation for
+            // the usual append to an open stream).
+            if s.open != open {
+                s.open = open;
+                if open {
+                    self.open.insert(s.order, stream.to_string());
+                } else {
+                    self.open.remove(&s.order);
+                }
             }
-        };
-        s.offsets.push((offset, len));
-        s.open = open;
+            self.entries += 1;
+            return;
+        }
+        let order = self.base_streams() + self.order.len();
+        self.order.push(stream.to_string());
+        self.streams.insert(
+            stream.to_string(),
+            StreamIndex {
+                offsets: alloc::vec![(offset, len)],
+                open,
+                order,
+            },
+        );
         if open {
-            self.open.insert(s.order, stream.to_string());
-        } else {
-            self.open.remove(&s.order);
+            self.open.insert(order, stream.to_string());
         }
         self.entries += 1;
+    }
+
+    /// The number of entries of a resident stream (`None`: not resident).
+    pub(crate) fn resident_len(&self, stream: &str) -> Option<u64> {
+        self.streams.get(stream).map(|s| s.offsets.len() as u64)
     }
 
     pub(crate) fn streams<S: Files + ?Sized>(&self, files: &mut S) -> Result<Vec<String>> {
