@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# Build the gate component (guest/component) for wasm32-wasip2 and copy it to dist/.
+# Build the gate component (guest/component) for wasm32-wasip2 and copy it to dist/: the
+# gate (its journal's backends inside it, over the host's primitive storage), the same gate
+# as a wasi:http handler, the simulated payments service, the journal contract suite and the
+# conformance runner.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
@@ -7,14 +10,8 @@ cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Car
 mkdir -p dist
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_gate.wasm
 echo "dist/interlock_gate.wasm ($(wc -c < dist/interlock_gate.wasm) bytes)"
-# The gate with the journal's backends inside it, over the host's primitive storage (world
-# gate-storage; the CLI runs it), in its own target folder: the same crate with other
-# features builds a file of the same name.
-CARGO_TARGET_DIR="$CARGO_TARGET_DIR/gate-storage" cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Cargo.toml --features storage "$@"
-cp "$CARGO_TARGET_DIR/gate-storage/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_gate_storage.wasm
-echo "dist/interlock_gate_storage.wasm ($(wc -c < dist/interlock_gate_storage.wasm) bytes)"
-# The storage gate as a wasi:http handler of the HTTP API (world http-gate; `interlock serve`),
-# in its own target folder too.
+# The gate as a wasi:http handler of the HTTP API (world http-gate; `interlock serve`), in its
+# own target folder: the same crate with --features http builds a file of the same name.
 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/http-gate" cargo build --release --target wasm32-wasip2 --manifest-path guest/component/Cargo.toml --features http "$@"
 cp "$CARGO_TARGET_DIR/http-gate/wasm32-wasip2/release/interlock_component.wasm" dist/interlock_http.wasm
 echo "dist/interlock_http.wasm ($(wc -c < dist/interlock_http.wasm) bytes)"
@@ -22,10 +19,6 @@ echo "dist/interlock_http.wasm ($(wc -c < dist/interlock_http.wasm) bytes)"
 cargo build --release --target wasm32-wasip2 --manifest-path adapters/payments-sim/component/Cargo.toml "$@"
 cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_payments_sim_component.wasm" dist/payments_sim.wasm
 echo "dist/payments_sim.wasm ($(wc -c < dist/payments_sim.wasm) bytes)"
-# The journal file format, loaded by the Node and Python file journals (imports nothing).
-cargo build --release --target wasm32-wasip2 --manifest-path adapters/journal-format/component/Cargo.toml "$@"
-cp "$CARGO_TARGET_DIR/wasm32-wasip2/release/interlock_journal_format_component.wasm" dist/journal_format.wasm
-echo "dist/journal_format.wasm ($(wc -c < dist/journal_format.wasm) bytes)"
 # The journal contract suite (adapters/journal) as a component: each host runs it over its
 # own storage (imports only the storage the gate imports).
 cargo build --release --target wasm32-wasip2 --manifest-path adapters/journal/contract/Cargo.toml "$@"

@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
 bash scripts/setup.sh
 bash scripts/build-wasm.sh >/dev/null
 cargo build -q -p interlock-cli
-export INTERLOCK_WASM="$PWD/dist/interlock_gate_storage.wasm"
+export INTERLOCK_WASM="$PWD/dist/interlock_gate.wasm"
 for mode in "${@:-naive 2 3}"; do
   for m in $mode; do
     echo; echo "################ interlock demo $m"

@@ -10,23 +10,18 @@ step "format";  cargo fmt --all -- --check
                 cargo fmt --manifest-path guest/component/Cargo.toml -- --check
                 cargo fmt --manifest-path guest/component-rt/Cargo.toml -- --check
                 cargo fmt --manifest-path adapters/payments-sim/component/Cargo.toml -- --check
-                cargo fmt --manifest-path adapters/journal-format/component/Cargo.toml -- --check
                 cargo fmt --manifest-path adapters/journal/contract/Cargo.toml -- --check
                 cargo fmt --manifest-path tests/conformance/runner/Cargo.toml -- --check
                 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
                 cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
-                CARGO_TARGET_DIR="$CARGO_TARGET_DIR/gate-storage" \
-                  cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 --features storage -- -D warnings
                 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/http-gate" \
                   cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 --features http -- -D warnings
                 cargo clippy --manifest-path guest/component-rt/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path adapters/payments-sim/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
-                cargo clippy --manifest-path adapters/journal-format/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path adapters/journal/contract/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path tests/conformance/runner/Cargo.toml --target wasm32-wasip2 -- -D warnings
 step "component"; bash scripts/build-wasm.sh
-# The CLI runs the storage build (dist/interlock_gate_storage.wasm), which it finds itself.
 step "tests";   cargo test --workspace   # core, adapters, CLI (conformance, crashes, kills), simulation, tamper, model check, fault table, bench --quick
 step "conformance vectors on the wasi:http component (interlock serve's: it exports the same gate)"
 INTERLOCK_WASM="$PWD/dist/interlock_http.wasm" cargo test -q --workspace --test conformance

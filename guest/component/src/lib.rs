@@ -4,9 +4,9 @@
 //! `no_std` keeps the component's imports to what the gate asks for (its storage and the
 //! WASI wall clock): Rust std would add wasi:cli and wasi:io for printing and exiting.
 //!
-//! Two builds: the default (world `gate-component`) imports the journal as a whole
-//! (`journal`, each host's own backend), and `--features storage` (world `gate-storage`)
-//! runs the journal's backends here, over the host's primitive `storage` (`src/storage.rs`).
+//! The journal's backends run here, over the host's primitive `storage` (`src/storage.rs`);
+//! the loops around the gate are `src/loops.rs`; `--features http` builds world
+//! `http-gate` (`src/http.rs`: the same gate as a wasi:http handler).
 #![no_std]
 extern crate alloc;
 
@@ -16,22 +16,12 @@ use core::cell::RefCell;
 
 use interlock_core as core_;
 
-#[cfg(not(any(feature = "storage", feature = "http")))]
+#[cfg(not(feature = "http"))]
 wit_bindgen::generate!({
     world: "gate-component",
     path: "../../wit",
     generate_all,
 });
-
-// The journal's backends inside the component, over the host's storage.
-#[cfg(all(feature = "storage", not(feature = "http")))]
-wit_bindgen::generate!({
-    world: "gate-storage",
-    path: "../../wit",
-    generate_all,
-});
-#[cfg(feature = "storage")]
-mod storage;
 
 // The same gate, served over HTTP (world http-gate; scripts/build-wasm.sh builds both).
 #[cfg(feature = "http")]
@@ -42,14 +32,13 @@ wit_bindgen::generate!({
 });
 #[cfg(feature = "http")]
 mod http;
+mod loops;
+mod storage;
 // wit/deps holds two versions of wasi:clocks (0.2.0 for the gate, 0.2.12 for wasi:http).
 use wasi::clocks0_2_0::wall_clock;
 
 use exports::interlock::gate::gate as g;
 use exports::interlock::gate::http_api as ha;
-use exports::interlock::gate::tools as tl;
-#[cfg(not(feature = "storage"))]
-use interlock::gate::journal as wj;
 use interlock::gate::{target as t, types as ty};
 use interlock_core::http_api as api;
 
@@ -67,13 +56,6 @@ fn with_gate<R>(f: impl FnOnce(&mut core_::Gate, &mut dyn core_::Journal, u64) -
     with_journal(|j| f(gate, j, now_ms()))
 }
 
-/// Runs `f` on the instance's journal: the imported one (`gate-component`), or the one
-/// this component keeps over the host's storage (`gate-storage`).
-#[cfg(not(feature = "storage"))]
-pub(crate) fn with_journal<R>(f: impl FnOnce(&mut dyn core_::Journal) -> R) -> R {
-    f(&mut HostJournal)
-}
-#[cfg(feature = "storage")]
 pub(crate) use storage::with_journal;
 
 fn now_ms() -> u64 {
@@ -83,21 +65,6 @@ fn now_ms() -> u64 {
         .saturating_add(u64::from(t.nanoseconds / 1_000_000))
 }
 
-/// The imported journal, seen through the core's trait.
-#[cfg(not(feature = "storage"))]
-struct HostJournal;
-
-#[cfg(not(feature = "storage"))]
-fn journal_err(e: ty::JournalError) -> core_::JournalError {
-    match e {
-        ty::JournalError::Conflict(n) => core_::JournalError::Conflict(n),
-        ty::JournalError::Io(m) => core_::JournalError::Io(m),
-        ty::JournalError::Corrupt(m) => core_::JournalError::Corrupt(m),
-        ty::JournalError::TornTail(m) => core_::JournalError::TornTail(m),
-        ty::JournalError::Other(m) => core_::JournalError::Other(m),
-    }
-}
-
 pub(crate) fn to_wit_journal_err(e: core_::JournalError) -> ty::JournalError {
     match e {
         core_::JournalError::Conflict(n) => ty::JournalError::Conflict(n),
@@ -105,35 +72,6 @@ pub(crate) fn to_wit_journal_err(e: core_::JournalError) -> ty::JournalError {
         core_::JournalError::Corrupt(m) => ty::JournalError::Corrupt(m),
         core_::JournalError::TornTail(m) => ty::JournalError::TornTail(m),
         core_::JournalError::Other(m) => ty::JournalError::Other(m),
-    }
-}
-
-#[cfg(not(feature = "storage"))]
-impl core_::Journal for HostJournal {
-    fn append(
-        &mut self,
-        stream: &str,
-        expected_len: u64,
-        entries: &[String],
-        durable: bool,
-        open: bool,
-    ) -> Result<(), core_::JournalError> {
-        wj::append(stream, expected_len, entries, durable, open).map_err(journal_err)
-    }
-    fn read(&mut self, stream: &str, start: u64) -> Result<Vec<String>, core_::JournalError> {
-        wj::read(stream, start).map_err(journal_err)
-    }
-    fn length(&mut self, stream: &str) -> Result<u64, core_::JournalError> {
-        wj::length(stream).map_err(journal_err)
-    }
-    fn open_streams(&mut self) -> Result<Vec<String>, core_::JournalError> {
-        wj::open_streams().map_err(journal_err)
-    }
-    fn streams(&mut self) -> Result<Vec<String>, core_::JournalError> {
-        wj::streams().map_err(journal_err)
-    }
-    fn sync(&mut self) -> Result<(), core_::JournalError> {
-        wj::sync().map_err(journal_err)
     }
 }
 
@@ -179,26 +117,11 @@ fn outcome(o: core_::Outcome) -> ty::Outcome {
     }
 }
 
-/// The outcome a host hands back (`tools.reply`), in the core's terms.
-fn core_outcome(o: ty::Outcome) -> core_::Outcome {
-    core_::Outcome {
-        effect_id: o.effect_id,
-        state: o.state.into(),
-        reason: o.reason.map(Into::into),
-        executed: o.executed.into(),
-        result: o.result,
-        changed: o
-            .changed
-            .into_iter()
-            .map(|c| core_::PremiseChange {
-                name: c.name,
-                was: c.was,
-                now: c.now,
-            })
-            .collect(),
-        return_to: o.return_to,
-        replayed: o.replayed,
-        retry_after_ms: o.retry_after_ms,
+fn crash_point(p: core_::CrashPoint) -> t::CrashPoint {
+    match p {
+        core_::CrashPoint::BeforeSend => t::CrashPoint::BeforeSend,
+        core_::CrashPoint::AfterSend => t::CrashPoint::AfterSend,
+        core_::CrashPoint::InRecovery => t::CrashPoint::InRecovery,
     }
 }
 
@@ -249,11 +172,7 @@ fn step(s: core_::Step) -> t::Step {
             effect,
         }),
         core_::Ask::Sleep(ms) => t::Ask::Sleep(ms),
-        core_::Ask::Crash(p) => t::Ask::Crash(match p {
-            core_::CrashPoint::BeforeSend => t::CrashPoint::BeforeSend,
-            core_::CrashPoint::AfterSend => t::CrashPoint::AfterSend,
-            core_::CrashPoint::InRecovery => t::CrashPoint::InRecovery,
-        }),
+        core_::Ask::Crash(p) => t::Ask::Crash(crash_point(p)),
         core_::Ask::Done(o) => t::Ask::Done(outcome(o)),
     };
     t::Step { op: s.op, ask }
@@ -307,93 +226,6 @@ fn report(r: core_::VerifyReport) -> g::VerifyReport {
 }
 
 struct Component;
-
-/// A tool call as the WIT spells it.
-fn tool_call((tool, arguments): (String, String)) -> tl::ToolCall {
-    tl::ToolCall { tool, arguments }
-}
-
-impl tl::Guest for Component {
-    fn check_config(config: String) -> Result<Vec<String>, g::GateError> {
-        core_::tools::text::check_config(&config).map_err(err)
-    }
-    fn premise_call(
-        config: String,
-        tool: String,
-        arguments: String,
-    ) -> Result<Option<tl::ToolCall>, g::GateError> {
-        core_::tools::text::premise_call(&config, &tool, &arguments)
-            .map(|c| c.map(tool_call))
-            .map_err(err)
-    }
-    fn proposal(
-        config: String,
-        tool: String,
-        arguments: String,
-        premises: Option<String>,
-        agent: String,
-        authority: Option<String>,
-    ) -> Result<String, g::GateError> {
-        core_::tools::text::proposal(
-            &config,
-            &tool,
-            &arguments,
-            premises.as_deref(),
-            &agent,
-            authority.as_deref(),
-        )
-        .map_err(err)
-    }
-    fn send_call(
-        config: String,
-        tool: String,
-        arguments: String,
-        idempotency_key: String,
-    ) -> Result<tl::ToolCall, g::GateError> {
-        core_::tools::text::send_call(&config, &tool, &arguments, &idempotency_key)
-            .map(tool_call)
-            .map_err(err)
-    }
-    fn lookup_call(
-        config: String,
-        tool: String,
-        effect: String,
-        recorded_effect: String,
-    ) -> Result<Option<tl::ToolCall>, g::GateError> {
-        core_::tools::text::lookup_call(&config, &tool, &effect, &recorded_effect)
-            .map(|c| c.map(tool_call))
-            .map_err(err)
-    }
-    fn found(config: String, tool: String, answer: String) -> Result<bool, g::GateError> {
-        core_::tools::text::found(&config, &tool, &answer).map_err(err)
-    }
-    fn check_authority(
-        config: String,
-        authority: Option<String>,
-        strict: bool,
-    ) -> Result<Vec<String>, g::GateError> {
-        core_::tools::text::check_authority(&config, authority.as_deref(), strict).map_err(err)
-    }
-    fn check_tools(config: String, available: Vec<String>) -> Result<(), g::GateError> {
-        core_::tools::text::check_tools(&config, &available).map_err(err)
-    }
-    fn premises(config: String, tool: String, answer: String) -> Result<String, g::GateError> {
-        core_::tools::text::premises(&config, &tool, &answer).map_err(err)
-    }
-    fn mcp_answer(tool_result: String) -> Result<tl::ToolAnswer, g::GateError> {
-        core_::tools::text::mcp_answer(&tool_result)
-            .map(|(is_error, value)| tl::ToolAnswer { is_error, value })
-            .map_err(err)
-    }
-    fn reply(tool: String, outcome: ty::Outcome) -> tl::ToolReply {
-        let r = core_::tools::reply(&tool, &core_outcome(outcome));
-        tl::ToolReply {
-            is_error: r.is_error,
-            message: r.message,
-            outcome: core_::canonical(&r.outcome),
-        }
-    }
-}
 
 impl g::Guest for Component {
     fn effect_id_of(proposal: String) -> Result<String, g::GateError> {

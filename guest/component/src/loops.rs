@@ -12,7 +12,7 @@ use crate::exports::interlock::gate::effects as ef;
 use crate::exports::interlock::gate::gate as g;
 use crate::exports::interlock::gate::tools as tl;
 use crate::interlock::gate::target as t;
-use crate::{err, outcome, with_gate, Component};
+use crate::{crash_point, err, outcome, with_gate, Component};
 
 /// The instance's tool gating (one configuration) and its effect definitions. Wasm
 /// components are single-threaded, so a RefCell suffices.
@@ -36,13 +36,6 @@ fn answer(a: t::CallAnswer) -> core_::CallAnswer {
     }
 }
 
-fn parse_json(text: &Option<String>, at: &str) -> Result<Option<serde_json::Value>, g::GateError> {
-    text.as_deref()
-        .map(|a| core_::parse_input(a, at))
-        .transpose()
-        .map_err(err)
-}
-
 // ---- tools
 
 fn tool_step(n: ts::ToolNext) -> tl::ToolStep {
@@ -60,6 +53,7 @@ fn tool_step(n: ts::ToolNext) -> tl::ToolStep {
             timeout_ms,
         }),
         ts::ToolNext::Sleep { id, ms } => tl::ToolStep::Sleep((id, ms)),
+        ts::ToolNext::Crash(p) => tl::ToolStep::Crash(crash_point(p)),
         ts::ToolNext::Done(d) => tl::ToolStep::Done(tl::ToolDone {
             tool: d.tool,
             reply: tl::ToolReply {
@@ -74,7 +68,12 @@ fn tool_step(n: ts::ToolNext) -> tl::ToolStep {
 
 /// The instance's tool session, or the error a call before `start` gets.
 fn with_tools<R>(
-    f: impl FnOnce(&mut ToolSession, &mut core_::Gate, &mut dyn core_::Journal, u64) -> Result<R, core_::GateError>,
+    f: impl FnOnce(
+        &mut ToolSession,
+        &mut core_::Gate,
+        &mut dyn core_::Journal,
+        u64,
+    ) -> Result<R, core_::GateError>,
 ) -> Result<R, g::GateError> {
     let mut loops = LOOPS.0.borrow_mut();
     let session = loops.0.as_mut().ok_or_else(|| {
@@ -88,7 +87,12 @@ fn with_tools<R>(
 
 impl tl::Guest for Component {
     fn start(config: String, options: tl::ToolOptions) -> Result<tl::Started, g::GateError> {
-        let authority = parse_json(&options.authority, "/authority")?;
+        let authority = options
+            .authority
+            .as_deref()
+            .map(|a| core_::parse_input(a, "/authority"))
+            .transpose()
+            .map_err(err)?;
         let (session, started) = ToolSession::start(
             &config,
             ts::Options {
@@ -111,6 +115,7 @@ impl tl::Guest for Component {
         Ok(tl::Started {
             gated: started.gated,
             standing: started.standing,
+            journal_dir: started.journal_dir,
         })
     }
     fn check_tools(available: Vec<String>) -> Result<(), g::GateError> {
@@ -164,11 +169,17 @@ fn effect_step(n: fx::Next) -> ef::EffectStep {
         fx::Next::Sleep { id, ms } => ef::EffectStep::Sleep((id, ms)),
         fx::Next::Proposed(p) => ef::EffectStep::Proposed(p),
         fx::Next::Done(o) => ef::EffectStep::Done(outcome(o)),
+        fx::Next::Crash(p) => ef::EffectStep::Crash(crash_point(p)),
     }
 }
 
 fn with_effects<R>(
-    f: impl FnOnce(&mut EffectSession, &mut core_::Gate, &mut dyn core_::Journal, u64) -> Result<R, core_::GateError>,
+    f: impl FnOnce(
+        &mut EffectSession,
+        &mut core_::Gate,
+        &mut dyn core_::Journal,
+        u64,
+    ) -> Result<R, core_::GateError>,
 ) -> Result<R, g::GateError> {
     let mut loops = LOOPS.0.borrow_mut();
     with_gate(|gate, j, now| f(&mut loops.1, gate, j, now)).map_err(err)
@@ -191,7 +202,11 @@ impl ef::Guest for Component {
     fn define(definition: String) -> Result<Option<String>, g::GateError> {
         with_effects(|s, gate, _, _| s.define(gate, &definition))
     }
-    fn call(target: String, values: String, o: Option<String>) -> Result<ef::EffectStep, g::GateError> {
+    fn call(
+        target: String,
+        values: String,
+        o: Option<String>,
+    ) -> Result<ef::EffectStep, g::GateError> {
         with_effects(|s, gate, j, now| s.call(gate, j, now, &target, &values, &overrides(o)))
             .map(effect_step)
     }

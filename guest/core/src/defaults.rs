@@ -15,6 +15,10 @@ use crate::types::GateError;
 pub const CLAIM_WAIT_POLL_MS: u64 = 200;
 pub const CLAIM_WAIT_MAX_POLLS: u64 = 150;
 
+/// Where tool gating keeps its journal when its configuration names no `journal_dir` (the
+/// original's MCP proxy default; the short configuration of its landing page names none).
+pub const TOOLS_JOURNAL_DIR: &str = ".interlock/mcp";
+
 /// The standing lease's life from its one grant: long enough to be standing, finite so a
 /// journal never holds authority without an end.
 pub const STANDING_LEASE_MS: u64 = 10 * 365 * 24 * 3_600_000;

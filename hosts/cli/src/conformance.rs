@@ -18,7 +18,8 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Engine, Store};
 
 use crate::bindings::exports::interlock::gate::gate as exported;
-use crate::bindings::interlock::gate::target::{Reply, Step};
+use crate::bindings::exports::interlock::gate::tools as gate_tools;
+use crate::bindings::interlock::gate::target::{CallAnswer, Reply, Step};
 use crate::bindings::interlock::gate::types::JournalError;
 use crate::bindings::interlock::gate::types::Outcome;
 use crate::clock::Clock;
@@ -34,7 +35,6 @@ mod bindings {
         with: {
             "interlock:gate/types": crate::bindings::interlock::gate::types,
             "interlock:gate/target": crate::bindings::interlock::gate::target,
-            "interlock:gate/journal": crate::bindings::legacy::interlock::gate::journal,
         },
     });
 }
@@ -308,16 +308,22 @@ impl imported::Host for Driver {
     }
     fn recover_waiting(
         &mut self,
-        _: String,
-        _: Option<imported::ClaimWait>,
+        effect: String,
+        wait: Option<imported::ClaimWait>,
     ) -> wasmtime::Result<Result<Step, imported::GateError>> {
-        Err(not_imported("recover-waiting"))
+        let wait = wait.map(|w| crate::gate::ClaimWait {
+            poll_ms: w.poll_ms,
+            max_polls: w.max_polls,
+        });
+        forward(self.worker()?.recover_waiting_step(&effect, wait), |s| s)
     }
     fn crash_at(
         &mut self,
-        _: Option<crate::bindings::interlock::gate::target::CrashPoint>,
+        point: Option<crate::bindings::interlock::gate::target::CrashPoint>,
     ) -> wasmtime::Result<()> {
-        Err(wasmtime::Error::msg("the runner never calls crash-at"))
+        self.worker()?
+            .set_crash_point(point)
+            .map_err(|e| wasmtime::Error::msg(e.to_string()))
     }
     fn set_strict_authority(&mut self, strict: bool) -> wasmtime::Result<()> {
         self.worker()?
@@ -332,142 +338,93 @@ impl imported::Host for Driver {
     }
 }
 
-/// The gate's tool mapping (`interlock:gate/tools`), forwarded as `gate` is: to the current
-/// worker's instance, unchanged.
+/// The gate's tool-gating machine (`interlock:gate/tools`), forwarded as `gate` is: to the
+/// current worker's instance, unchanged (the same WIT types, generated twice).
 impl imported_tools::Host for Driver {
-    fn check_config(
+    fn start(
         &mut self,
         config: String,
-    ) -> wasmtime::Result<Result<Vec<String>, imported::GateError>> {
-        forward(self.worker()?.tools().check_config(&config), |g| g)
-    }
-    fn check_authority(
-        &mut self,
-        config: String,
-        authority: Option<String>,
-        strict: bool,
-    ) -> wasmtime::Result<Result<Vec<String>, imported::GateError>> {
-        let r = self
-            .worker()?
-            .tools()
-            .check_authority(&config, authority.as_deref(), strict);
-        forward(r, |v| v)
+        options: imported_tools::ToolOptions,
+    ) -> wasmtime::Result<Result<imported_tools::Started, imported::GateError>> {
+        let options = gate_tools::ToolOptions {
+            agent: options.agent,
+            authority: options.authority,
+            strict: options.strict,
+            results: match options.results {
+                imported_tools::Results::Mcp => gate_tools::Results::Mcp,
+                imported_tools::Results::Plain => gate_tools::Results::Plain,
+            },
+            wait: options.wait.map(|w| exported::ClaimWait {
+                poll_ms: w.poll_ms,
+                max_polls: w.max_polls,
+            }),
+        };
+        let r = self.worker()?.tools().start(&config, &options);
+        forward(r, |s| imported_tools::Started {
+            gated: s.gated,
+            standing: s.standing,
+            journal_dir: s.journal_dir,
+        })
     }
     fn check_tools(
         &mut self,
-        config: String,
         available: Vec<String>,
     ) -> wasmtime::Result<Result<(), imported::GateError>> {
-        let r = self.worker()?.tools().check_tools(&config, &available);
-        forward(r, |()| ())
+        forward(self.worker()?.tools().check_tools(&available), |()| ())
     }
-    fn premise_call(
+    fn call(
         &mut self,
-        config: String,
         tool: String,
         arguments: String,
-    ) -> wasmtime::Result<Result<Option<imported_tools::ToolCall>, imported::GateError>> {
-        forward(
-            self.worker()?
-                .tools()
-                .premise_call(&config, &tool, &arguments),
-            |c| c.map(tool_call),
-        )
+    ) -> wasmtime::Result<Result<imported_tools::ToolStep, imported::GateError>> {
+        forward(self.worker()?.tools().call(&tool, &arguments), tool_step)
     }
-    fn proposal(
+    fn recover(
         &mut self,
-        config: String,
-        tool: String,
-        arguments: String,
-        premises: Option<String>,
-        agent: String,
-        authority: Option<String>,
-    ) -> wasmtime::Result<Result<String, imported::GateError>> {
-        let r = self.worker()?.tools().proposal(
-            &config,
-            &tool,
-            &arguments,
-            premises.as_deref(),
-            &agent,
-            authority.as_deref(),
-        );
-        forward(r, |p| p)
-    }
-    fn send_call(
-        &mut self,
-        config: String,
-        tool: String,
-        arguments: String,
-        idempotency_key: String,
-    ) -> wasmtime::Result<Result<imported_tools::ToolCall, imported::GateError>> {
-        let r = self
-            .worker()?
-            .tools()
-            .send_call(&config, &tool, &arguments, &idempotency_key);
-        forward(r, tool_call)
-    }
-    fn lookup_call(
-        &mut self,
-        config: String,
-        tool: String,
         effect: String,
-        recorded_effect: String,
-    ) -> wasmtime::Result<Result<Option<imported_tools::ToolCall>, imported::GateError>> {
-        let r = self
-            .worker()?
+    ) -> wasmtime::Result<Result<imported_tools::ToolStep, imported::GateError>> {
+        forward(self.worker()?.tools().recover(&effect), tool_step)
+    }
+    fn resume(
+        &mut self,
+        id: u64,
+        answer: CallAnswer,
+    ) -> wasmtime::Result<Result<imported_tools::ToolStep, imported::GateError>> {
+        forward(self.worker()?.tools().resume(id, &answer), tool_step)
+    }
+    fn cancel(&mut self, id: u64) -> wasmtime::Result<()> {
+        self.worker()?
             .tools()
-            .lookup_call(&config, &tool, &effect, &recorded_effect);
-        forward(r, |c| c.map(tool_call))
-    }
-    fn premises(
-        &mut self,
-        config: String,
-        tool: String,
-        answer: String,
-    ) -> wasmtime::Result<Result<String, imported::GateError>> {
-        forward(
-            self.worker()?.tools().premises(&config, &tool, &answer),
-            |p| p,
-        )
-    }
-    fn mcp_answer(
-        &mut self,
-        tool_result: String,
-    ) -> wasmtime::Result<Result<imported_tools::ToolAnswer, imported::GateError>> {
-        forward(
-            self.worker()?.tools().mcp_answer(&tool_result),
-            |(is_error, value)| imported_tools::ToolAnswer { is_error, value },
-        )
-    }
-    fn reply(
-        &mut self,
-        tool: String,
-        outcome: Outcome,
-    ) -> wasmtime::Result<imported_tools::ToolReply> {
-        let r = self
-            .worker()?
-            .tools()
-            .reply(&tool, &outcome)
-            .map_err(|e| wasmtime::Error::msg(e.to_string()))?;
-        Ok(imported_tools::ToolReply {
-            is_error: r.is_error,
-            message: r.message,
-            outcome: r.outcome,
-        })
-    }
-    fn found(
-        &mut self,
-        config: String,
-        tool: String,
-        answer: String,
-    ) -> wasmtime::Result<Result<bool, imported::GateError>> {
-        forward(self.worker()?.tools().found(&config, &tool, &answer), |f| f)
+            .cancel(id)
+            .map_err(|e| wasmtime::Error::msg(e.to_string()))
     }
 }
 
-/// A `(tool, arguments)` of [`crate::gate::Tools`] as the runner's import spells it.
-fn tool_call((tool, arguments): (String, String)) -> imported_tools::ToolCall {
-    imported_tools::ToolCall { tool, arguments }
+/// The machine's step, as the runner's import spells it (the same WIT type).
+fn tool_step(s: gate_tools::ToolStep) -> imported_tools::ToolStep {
+    match s {
+        gate_tools::ToolStep::Call(r) => {
+            imported_tools::ToolStep::Call(imported_tools::ToolRequest {
+                id: r.id,
+                call: imported_tools::ToolCall {
+                    tool: r.call.tool,
+                    arguments: r.call.arguments,
+                },
+                timeout_ms: r.timeout_ms,
+            })
+        }
+        gate_tools::ToolStep::Sleep(s) => imported_tools::ToolStep::Sleep(s),
+        gate_tools::ToolStep::Crash(p) => imported_tools::ToolStep::Crash(p),
+        gate_tools::ToolStep::Done(d) => imported_tools::ToolStep::Done(imported_tools::ToolDone {
+            tool: d.tool,
+            reply: imported_tools::ToolReply {
+                is_error: d.reply.is_error,
+                message: d.reply.message,
+                outcome: d.reply.outcome,
+            },
+            outcome: d.outcome,
+        }),
+    }
 }
 
 fn not_imported(name: &str) -> wasmtime::Error {

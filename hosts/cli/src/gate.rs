@@ -8,8 +8,6 @@ use std::fmt;
 
 use wasmtime::Store;
 
-use interlock_core::Journal as CoreJournal;
-
 use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
 use crate::bindings::exports::interlock::gate::journal_admin::{Guest as AdminApi, RepairReport};
 use crate::bindings::exports::interlock::gate::tools::Guest as ToolsApi;
@@ -17,7 +15,7 @@ use crate::bindings::interlock::gate::target::{Ask, Reply, Step};
 use crate::bindings::interlock::gate::types::{JournalError, Outcome};
 use crate::clock::Clock;
 use crate::runtime::Runtime;
-use crate::storage::{wit_journal_error, Storage};
+use crate::storage::Storage;
 use crate::targets::Targets;
 
 /// The store data: what the component's imports reach. `wasi`, `http` and `table` serve
@@ -27,8 +25,6 @@ use crate::targets::Targets;
 pub struct HostState {
     /// Where the journal is stored (`storage`).
     pub(crate) storage: Storage,
-    /// The old gate component's `journal` import: the journal natively over `storage`.
-    pub(crate) native: Option<Box<dyn CoreJournal + Send>>,
     pub(crate) clock: Clock,
     pub(crate) wasi: wasmtime_wasi::WasiCtx,
     pub(crate) http: wasmtime_wasi_http::WasiHttpCtx,
@@ -41,7 +37,6 @@ impl HostState {
     pub fn new(storage: Storage, clock: Clock, env: &[(String, String)]) -> Self {
         HostState {
             storage,
-            native: None,
             wasi: wasmtime_wasi::WasiCtx::builder()
                 .wall_clock(clock.clone())
                 .envs(env)
@@ -49,16 +44,6 @@ impl HostState {
             clock,
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
             table: wasmtime::component::ResourceTable::new(),
-        }
-    }
-}
-
-impl HostState {
-    /// The journal the old gate component imports (opened with the instance).
-    pub(crate) fn journal(&mut self) -> Result<&mut (dyn CoreJournal + Send), JournalError> {
-        match self.native.as_mut() {
-            Some(j) => Ok(&mut **j),
-            None => Err(JournalError::Other("the journal is not open".into())),
         }
     }
 }
@@ -149,12 +134,11 @@ impl Default for ClaimWait {
 /// One effect's recovery: its id and how it ended (or why the gate refused the call).
 pub type Recovered = (String, Result<Outcome, Error>);
 
-/// The component's exports this host calls: the same interfaces in every world it runs
-/// (`journal-admin` only where the journal runs inside the component).
+/// The component's exports this host calls: the same interfaces in every world it runs.
 pub(crate) struct Exports {
     pub(crate) gate: Guest,
     pub(crate) tools: ToolsApi,
-    pub(crate) admin: Option<AdminApi>,
+    pub(crate) admin: AdminApi,
 }
 
 /// One instance of the gate component with its journal and clock.
@@ -207,8 +191,7 @@ impl GateHost {
     /// Kill this host at `point` (see [`CrashAction`]): the gate asks its host to die
     /// there (`gate.crash-at`), as it does in every host's tests.
     pub fn crash_at(&mut self, point: CrashPoint, action: CrashAction) {
-        let api = self.api().clone();
-        api.call_crash_at(&mut self.store, Some(point))
+        self.set_crash_point(Some(point))
             .expect("crash-at does not trap");
         self.crash = Some(action);
     }
@@ -226,68 +209,35 @@ impl GateHost {
     }
 
     /// Opens the instance's journal over its storage (again, if it was open): the
-    /// component's `journal-admin.open`, or, for the old gate component, the same journal
-    /// natively.
+    /// component's `journal-admin.open`.
     pub fn open_journal(&mut self) -> Result<(), Error> {
-        match self.gate.admin.clone() {
-            Some(admin) => {
-                let backend = self.store.data().storage.backend();
-                admin
-                    .call_open(&mut self.store, backend)
-                    .map_err(trap)?
-                    .map_err(Error::Journal)
-            }
-            None => {
-                let journal = self
-                    .store
-                    .data()
-                    .storage
-                    .journal()
-                    .map_err(|e| Error::Journal(wit_journal_error(e)))?;
-                self.store.data_mut().native = Some(journal);
-                Ok(())
-            }
-        }
+        let admin = self.gate.admin.clone();
+        let backend = self.store.data().storage.backend();
+        admin
+            .call_open(&mut self.store, backend)
+            .map_err(trap)?
+            .map_err(Error::Journal)
     }
 
     /// Repairs a torn tail of a file journal (`journal-admin.repair`: saves it to
     /// `journal.torn-<offset>`, cuts the journal to its last whole line); the journal is not
     /// opened by it.
     pub fn repair_journal(&mut self) -> Result<RepairReport, Error> {
-        match self.gate.admin.clone() {
-            Some(admin) => admin
-                .call_repair(&mut self.store)
-                .map_err(trap)?
-                .map_err(Error::Journal),
-            // The old gate component has no journal-admin: the same repair, natively.
-            None => interlock_journal::FileJournal::repair(&mut self.store.data_mut().storage)
-                .map(|r| RepairReport {
-                    torn_offset: r.torn_offset,
-                    torn_bytes: r.torn_bytes,
-                    saved_to: r.saved_to,
-                })
-                .map_err(|e| {
-                    Error::Journal(wit_journal_error(interlock_journal::journal_error(e)))
-                }),
-        }
+        let admin = self.gate.admin.clone();
+        admin
+            .call_repair(&mut self.store)
+            .map_err(trap)?
+            .map_err(Error::Journal)
     }
 
     /// Every entry of the open journal in append order (`journal-admin.entries-in-order`):
     /// each followed by a newline, the bytes a file journal of the same appends holds.
     pub fn entries_in_order(&mut self) -> Result<Vec<String>, Error> {
-        match self.gate.admin.clone() {
-            Some(admin) => admin
-                .call_entries_in_order(&mut self.store)
-                .map_err(trap)?
-                .map_err(Error::Journal),
-            // The old gate component has no journal-admin: the same reading, natively.
-            None => self
-                .store
-                .data()
-                .storage
-                .entries_in_order()
-                .map_err(|e| Error::Journal(wit_journal_error(e))),
-        }
+        let admin = self.gate.admin.clone();
+        admin
+            .call_entries_in_order(&mut self.store)
+            .map_err(trap)?
+            .map_err(Error::Journal)
     }
 
     /// The instance's storage (tests reach the journal's bytes through it).
@@ -355,13 +305,7 @@ impl GateHost {
     /// that runs out the effect is reported open (`claim-live`).
     pub fn recover(&mut self, effect: &str, targets: &mut dyn Targets) -> Result<Outcome, Error> {
         self.route(targets)?;
-        let api = self.api().clone();
-        let wait = crate::bindings::exports::interlock::gate::gate::ClaimWait {
-            poll_ms: self.claim_wait.poll_ms,
-            max_polls: self.claim_wait.max_polls,
-        };
-        let first =
-            gate(api.call_recover_waiting(&mut self.store, &effect.to_owned(), Some(wait)))?;
+        let first = self.recover_waiting_step(effect, Some(self.claim_wait))?;
         self.drive(first, targets)
     }
 
@@ -448,6 +392,31 @@ impl GateHost {
         gate(api.call_recover(&mut self.store, &effect.to_owned()))
     }
 
+    /// Only the first step of a recovery that waits out a live claim by `wait`
+    /// (`recover-waiting`; `None` waits by the gate's defaults).
+    pub fn recover_waiting_step(
+        &mut self,
+        effect: &str,
+        wait: Option<ClaimWait>,
+    ) -> Result<Step, Error> {
+        let api = self.api().clone();
+        let wait = wait.map(
+            |w| crate::bindings::exports::interlock::gate::gate::ClaimWait {
+                poll_ms: w.poll_ms,
+                max_polls: w.max_polls,
+            },
+        );
+        gate(api.call_recover_waiting(&mut self.store, &effect.to_owned(), wait))
+    }
+
+    /// Asks the gate to crash at `point` (`gate.crash-at`; `None` clears it) without
+    /// choosing how this host dies: for a caller driving steps itself, which meets the
+    /// `crash` step.
+    pub fn set_crash_point(&mut self, point: Option<CrashPoint>) -> Result<(), Error> {
+        let api = self.api().clone();
+        api.call_crash_at(&mut self.store, point).map_err(trap)
+    }
+
     /// Tells the gate which targets this host reaches (`set-routes`), as given.
     pub fn set_routes(&mut self, routes: &[String]) -> Result<(), Error> {
         let api = self.api().clone();
@@ -485,156 +454,59 @@ impl GateHost {
     }
 }
 
-/// The tool mapping of one gate instance (see [`GateHost::tools`]). A call is `(tool,
-/// arguments JSON)`; every input is JSON text, checked by the component.
+/// The tool-gating machine of one gate instance (see [`GateHost::tools`]): the loop every
+/// tool-gating host runs, in the component. A host calls the tool a step names and hands
+/// back what came back; every input is JSON text, checked by the component.
 pub struct Tools<'a> {
     host: &'a mut GateHost,
 }
 
-fn call_of(c: crate::bindings::exports::interlock::gate::tools::ToolCall) -> (String, String) {
-    (c.tool, c.arguments)
-}
+pub use crate::bindings::exports::interlock::gate::tools::{
+    Results, Started, ToolCall, ToolDone, ToolOptions, ToolRequest, ToolStep,
+};
+pub use crate::bindings::interlock::gate::target::CallAnswer;
 
 impl Tools<'_> {
     fn api(&self) -> ToolsApi {
         self.host.gate.tools.clone()
     }
 
-    /// The tools `config` gates; a bad config is `invalid-field` at its JSON pointer.
-    pub fn check_config(&mut self, config: &str) -> Result<Vec<String>, Error> {
+    /// Configures this instance's tool gating (the configuration and the authority
+    /// checked, nothing recorded): the tools it gates, and those that run under the agent's
+    /// standing lease.
+    pub fn start(&mut self, config: &str, options: &ToolOptions) -> Result<Started, Error> {
         let api = self.api();
-        gate(api.call_check_config(&mut self.host.store, &config.to_owned()))
-    }
-
-    pub fn premise_call(
-        &mut self,
-        config: &str,
-        tool: &str,
-        arguments: &str,
-    ) -> Result<Option<(String, String)>, Error> {
-        let api = self.api();
-        gate(api.call_premise_call(
-            &mut self.host.store,
-            &config.to_owned(),
-            tool,
-            &arguments.to_owned(),
-        ))
-        .map(|c| c.map(call_of))
-    }
-
-    pub fn proposal(
-        &mut self,
-        config: &str,
-        tool: &str,
-        arguments: &str,
-        premises: Option<&str>,
-        agent: &str,
-        authority: Option<&str>,
-    ) -> Result<String, Error> {
-        let api = self.api();
-        gate(api.call_proposal(
-            &mut self.host.store,
-            &config.to_owned(),
-            tool,
-            &arguments.to_owned(),
-            premises.map(str::to_owned).as_ref(),
-            agent,
-            authority.map(str::to_owned).as_ref(),
-        ))
-    }
-
-    pub fn send_call(
-        &mut self,
-        config: &str,
-        tool: &str,
-        arguments: &str,
-        idempotency_key: &str,
-    ) -> Result<(String, String), Error> {
-        let api = self.api();
-        gate(api.call_send_call(
-            &mut self.host.store,
-            &config.to_owned(),
-            tool,
-            &arguments.to_owned(),
-            idempotency_key,
-        ))
-        .map(call_of)
-    }
-
-    pub fn lookup_call(
-        &mut self,
-        config: &str,
-        tool: &str,
-        effect: &str,
-        recorded_effect: &str,
-    ) -> Result<Option<(String, String)>, Error> {
-        let api = self.api();
-        gate(api.call_lookup_call(
-            &mut self.host.store,
-            &config.to_owned(),
-            tool,
-            &effect.to_owned(),
-            &recorded_effect.to_owned(),
-        ))
-        .map(|c| c.map(call_of))
-    }
-
-    pub fn found(&mut self, config: &str, tool: &str, answer: &str) -> Result<bool, Error> {
-        let api = self.api();
-        gate(api.call_found(
-            &mut self.host.store,
-            &config.to_owned(),
-            tool,
-            &answer.to_owned(),
-        ))
-    }
-
-    /// Checks the host's `authority` and (under strict authority) that every gated tool has
-    /// authority; the tools that will run under the agent's standing lease.
-    pub fn check_authority(
-        &mut self,
-        config: &str,
-        authority: Option<&str>,
-        strict: bool,
-    ) -> Result<Vec<String>, Error> {
-        let api = self.api();
-        gate(api.call_check_authority(
-            &mut self.host.store,
-            &config.to_owned(),
-            authority.map(str::to_owned).as_ref(),
-            strict,
-        ))
+        gate(api.call_start(&mut self.host.store, &config.to_owned(), options))
     }
 
     /// Whether every tool the configuration names is among `available`.
-    pub fn check_tools(&mut self, config: &str, available: &[String]) -> Result<(), Error> {
+    pub fn check_tools(&mut self, available: &[String]) -> Result<(), Error> {
         let api = self.api();
-        gate(api.call_check_tools(&mut self.host.store, &config.to_owned(), available))
+        gate(api.call_check_tools(&mut self.host.store, available))
     }
 
-    /// The premises (named fields) in the premise tool's answer.
-    pub fn premises(&mut self, config: &str, tool: &str, answer: &str) -> Result<String, Error> {
+    /// One gated call.
+    pub fn call(&mut self, tool: &str, arguments: &str) -> Result<ToolStep, Error> {
         let api = self.api();
-        gate(api.call_premises(
-            &mut self.host.store,
-            &config.to_owned(),
-            tool,
-            &answer.to_owned(),
-        ))
+        gate(api.call_call(&mut self.host.store, tool, &arguments.to_owned()))
     }
 
-    /// An MCP `CallToolResult` as `(is_error, answer JSON)`.
-    pub fn mcp_answer(&mut self, tool_result: &str) -> Result<(bool, String), Error> {
+    /// Recovers one open effect of a gated tool (waiting out a live claim).
+    pub fn recover(&mut self, effect: &str) -> Result<ToolStep, Error> {
         let api = self.api();
-        gate(api.call_mcp_answer(&mut self.host.store, &tool_result.to_owned()))
-            .map(|a| (a.is_error, a.value))
+        gate(api.call_recover(&mut self.host.store, &effect.to_owned()))
     }
 
-    /// The reply to the model for a gated call that ended in `outcome`.
-    pub fn reply(&mut self, tool: &str, outcome: &Outcome) -> Result<ToolReply, Error> {
+    /// Continues call `id` with what its tool did.
+    pub fn resume(&mut self, id: u64, answer: &CallAnswer) -> Result<ToolStep, Error> {
         let api = self.api();
-        api.call_reply(&mut self.host.store, tool, outcome)
-            .map_err(trap)
+        gate(api.call_resume(&mut self.host.store, id, answer))
+    }
+
+    /// Drops call `id`.
+    pub fn cancel(&mut self, id: u64) -> Result<(), Error> {
+        let api = self.api();
+        api.call_cancel(&mut self.host.store, id).map_err(trap)
     }
 }
 

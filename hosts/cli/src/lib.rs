@@ -3,9 +3,9 @@
 //! Every rule of the gate lives in the component (guest/). This crate is glue: it provides
 //! the component's imports (one file per WIT interface: [`storage`], [`clock`]), loads and
 //! caches the component ([`runtime`]), and drives the gate's sans-IO steps against target
-//! adapters ([`gate`], [`targets`]). The journal's rules run inside the component too
-//! (world `gate-storage`): this host only reads and writes files and rows. A recovery rule or any other decision written here
-//! would drift from the other hosts: it is a bug.
+//! adapters ([`gate`], [`targets`]). The journal's rules run inside the component too:
+//! this host only reads and writes files and rows. A recovery rule or any other decision
+//! written here would drift from the other hosts: it is a bug.
 
 pub mod case;
 pub mod clock;
@@ -18,26 +18,12 @@ pub mod serve;
 pub mod storage;
 pub mod targets;
 
-/// The generated bindings of world `gate-storage`, in one place.
+/// The generated bindings of world `gate-component`, in one place.
 pub mod bindings {
     wasmtime::component::bindgen!({
-        world: "gate-storage",
+        world: "gate-component",
         path: "../../wit",
     });
-
-    /// World `gate-component` (the journal imported whole), for its `journal` import: the
-    /// old gate component Node, Python and the Worker load until they provide `storage`.
-    /// Its exports are called through the types above (the same interfaces).
-    pub mod legacy {
-        wasmtime::component::bindgen!({
-            world: "gate-component",
-            path: "../../wit",
-            with: {
-                "interlock:gate/types": super::interlock::gate::types,
-                "interlock:gate/target": super::interlock::gate::target,
-            },
-        });
-    }
 }
 
 pub use bindings::exports::interlock::gate::gate::{GateError, Problem, ProblemKind, VerifyReport};

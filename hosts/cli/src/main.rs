@@ -557,13 +557,10 @@ fn mcp_proxy(
     }
     let mut gate = ctx.gate_for_tools()?;
     // A bad configuration is refused before anything is opened, at its JSON pointer.
-    mcp_proxy::check(&mut gate, &options).map_err(|e| {
+    let started = mcp_proxy::check(&mut gate, &options).map_err(|e| {
         Failure::from(interlock_cli::Error::Gate(e)).context(format!("{}", config.display()))
     })?;
-    let dir = match journal {
-        Some(j) => j,
-        None => mcp_proxy::journal_dir(&options.config)?,
-    };
+    let dir = journal.unwrap_or_else(|| PathBuf::from(started.journal_dir));
     if !is_journal_url(&dir) {
         // The proxy's own journal: made on first start, like the original's journal_dir
         // (owner-only, as every journal folder).

@@ -107,6 +107,11 @@ fn pay_reply(r: Reply) -> Result<PayReply, SimError> {
                 "the component answered allowed({yes}), which it never does"
             )))
         }
+        Reply::Slept => {
+            return Err(SimError::Trap(anyhow!(
+                "the component answered slept, which it never does"
+            )))
+        }
         Reply::Applied(json) => PayReply::Applied(json),
         Reply::Rejected(code) => PayReply::Rejected(code),
         Reply::Unknown(code) => PayReply::Unknown(code),

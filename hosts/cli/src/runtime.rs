@@ -15,7 +15,7 @@ use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker};
 use wasmtime::{AsContextMut, Config, Engine};
 
 use crate::bindings::exports::interlock::gate::{gate, journal_admin, tools};
-use crate::bindings::{interlock, legacy, wasi};
+use crate::bindings::{interlock, wasi};
 use crate::gate::{Exports, HostState};
 
 /// The file name scripts/build-wasm.sh produces.
@@ -26,7 +26,7 @@ pub const WASM_NAME: &str = "interlock_component.wasm";
 pub(crate) struct ExportIndices {
     gate: gate::GuestIndices,
     tools: tools::GuestIndices,
-    admin: Option<journal_admin::GuestIndices>,
+    admin: journal_admin::GuestIndices,
 }
 
 impl ExportIndices {
@@ -34,7 +34,7 @@ impl ExportIndices {
         Ok(ExportIndices {
             gate: gate::GuestIndices::new(pre)?,
             tools: tools::GuestIndices::new(pre)?,
-            admin: journal_admin::GuestIndices::new(pre).ok(),
+            admin: journal_admin::GuestIndices::new(pre)?,
         })
     }
 
@@ -46,10 +46,7 @@ impl ExportIndices {
         Ok(Exports {
             gate: self.gate.load(&mut store, instance)?,
             tools: self.tools.load(&mut store, instance)?,
-            admin: match &self.admin {
-                Some(a) => Some(a.load(&mut store, instance)?),
-                None => None,
-            },
+            admin: self.admin.load(&mut store, instance)?,
         })
     }
 }
@@ -64,11 +61,9 @@ pub struct Runtime {
 }
 
 impl Runtime {
-    /// Loads the component at `wasm`, from the compiled cache when it is there. The gate over
-    /// primitive storage (world `gate-storage`), its wasi:http form (`http-gate`, which
-    /// exports the same gate), and, while other hosts still load it, the old gate component
-    /// that imports its journal whole (`gate-component`), whose journal this host then runs
-    /// natively (the same `adapters/journal` code).
+    /// Loads the component at `wasm`, from the compiled cache when it is there: the gate
+    /// (world `gate-component`), or its wasi:http form (`http-gate`, which exports the same
+    /// gate).
     pub fn load(wasm: &Path) -> Result<Runtime> {
         let engine = Engine::new(&Config::new()).map_err(anyhow::Error::from)?;
         let component = load_component(&engine, wasm)?;
@@ -96,16 +91,12 @@ impl Runtime {
             interlock::gate::storage::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
                 .map_err(anyhow::Error::from)?;
         }
-        if imports("interlock:gate/journal") {
-            legacy::interlock::gate::journal::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-                .map_err(anyhow::Error::from)?;
-        }
         let pre = linker
             .instantiate_pre(&component)
             .map_err(anyhow::Error::from)
             .with_context(|| {
                 format!(
-                    "{} does not fit this host's imports (worlds gate-storage, http-gate, gate-component)",
+                    "{} does not fit this host's imports (worlds gate-component, http-gate)",
                     wasm.display()
                 )
             })?;
@@ -126,22 +117,18 @@ impl Runtime {
 }
 
 /// Where the component is: `explicit` (the `--wasm` flag), else `$INTERLOCK_WASM`, else
-/// scripts/build-wasm.sh's output of the storage build (its own target folder
-/// `gate-storage` under `$CARGO_TARGET_DIR`, or ./target), else next to this executable,
-/// else the checkout's dist/.
+/// scripts/build-wasm.sh's output (under `$CARGO_TARGET_DIR`, or ./target), else next to
+/// this executable, else the checkout's dist/.
 pub fn locate(explicit: Option<&Path>) -> Result<PathBuf> {
     find(
         explicit,
         "INTERLOCK_WASM",
-        "gate-storage",
-        STORAGE_WASM_NAME,
+        "",
+        DIST_WASM_NAME,
         "--wasm PATH",
         "gate component",
     )
 }
-
-/// The file name scripts/build-wasm.sh gives the gate over primitive storage in dist/.
-pub const STORAGE_WASM_NAME: &str = "interlock_gate_storage.wasm";
 
 /// Where the wasi:http component (world http-gate) is: `explicit` (`--component`), else
 /// `$INTERLOCK_HTTP_WASM`, else scripts/build-wasm.sh's output (its own target folder
@@ -156,6 +143,9 @@ pub fn locate_http(explicit: Option<&Path>) -> Result<PathBuf> {
         "wasi:http component",
     )
 }
+
+/// The file name scripts/build-wasm.sh gives the gate component in dist/.
+pub const DIST_WASM_NAME: &str = "interlock_gate.wasm";
 
 /// The file name scripts/build-wasm.sh gives the wasi:http component in dist/.
 pub const HTTP_WASM_NAME: &str = "interlock_http.wasm";

@@ -1,25 +1,17 @@
 //! `interlock:gate/storage`: the primitive storage under the journal that runs inside the
-//! gate component (world `gate-storage`): a journal folder ([`StdFiles`]), memory
-//! ([`MemoryFiles`]) or a database ([`SqlStore`]). This host stores and reads bytes and
-//! rows; every rule of the journal (what the bytes mean, the index, torn tails, the schema,
-//! compare-and-append) is the component's (`adapters/journal`).
-//!
-//! Until Node, Python and the Worker provide `storage`, the old gate component (world
-//! `gate-component`, which imports the journal whole) runs here too: its `journal` is the
-//! same `adapters/journal` code, natively over the same storage ([`Storage::journal`]).
+//! gate component: a journal folder ([`StdFiles`]), memory ([`MemoryFiles`]) or a database
+//! ([`SqlStore`]). This host stores and reads bytes and rows; every rule of the journal
+//! (what the bytes mean, the index, torn tails, the schema, compare-and-append) is the
+//! component's (`adapters/journal`).
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use interlock_core::{Journal as CoreJournal, JournalError as CoreError};
 use interlock_file_journal::StdFiles;
-use interlock_journal::{
-    Dialect, FileJournal, Files, MemFiles, Rows, Sql, SqlJournal, SqlValue, Statement, StorageError,
-};
+use interlock_journal::{Dialect, Files, MemFiles, Rows, Sql, SqlValue, Statement, StorageError};
 use interlock_sql_journal::SqlStore;
 
 use crate::bindings::exports::interlock::gate::journal_admin::Backend;
 use crate::bindings::interlock::gate::storage as wit;
-use crate::bindings::interlock::gate::types::JournalError;
 use crate::gate::HostState;
 
 /// A file store a gate instance can hold (clones share the store: the instances of one
@@ -128,43 +120,6 @@ impl Storage {
                 Dialect::Sqlite => Backend::Sqlite,
                 Dialect::Postgres => Backend::Postgres,
             },
-        }
-    }
-
-    /// The journal natively over this storage: `adapters/journal`'s, as the component
-    /// runs it (for the old gate component, which imports the journal whole).
-    pub fn journal(&self) -> Result<Box<dyn CoreJournal + Send>, CoreError> {
-        Ok(match self.clone() {
-            Storage::Files(f) => {
-                Box::new(FileJournal::open(f).map_err(interlock_journal::journal_error)?)
-            }
-            Storage::Sql(s) => {
-                let dialect = s.dialect;
-                Box::new(SqlJournal::open(s, dialect)?)
-            }
-        })
-    }
-
-    /// Every entry in append order, natively (`journal-admin.entries-in-order` of the old
-    /// gate component, which has none).
-    pub fn entries_in_order(&self) -> Result<Vec<String>, CoreError> {
-        match self.clone() {
-            Storage::Files(mut f) => {
-                let name = interlock_journal::JOURNAL_FILE;
-                let io = |e: StorageError| CoreError::Io(format!("{name}: {e}"));
-                let size = f.file_size(name).map_err(io)?.unwrap_or(0);
-                if size == 0 {
-                    return Ok(Vec::new());
-                }
-                let bytes = f.file_read(name, 0, size).map_err(io)?;
-                let text = String::from_utf8(bytes)
-                    .map_err(|e| CoreError::Corrupt(format!("{name} is not UTF-8: {e}")))?;
-                Ok(text.lines().map(String::from).collect())
-            }
-            Storage::Sql(s) => {
-                let dialect = s.dialect;
-                SqlJournal::open(s, dialect)?.entries_in_order()
-            }
         }
     }
 
@@ -456,55 +411,5 @@ impl wit::Host for HostState {
                     .collect()
             })
             .collect())
-    }
-}
-
-/// The WIT error for the core's journal error (the same cases).
-pub(crate) fn wit_journal_error(e: CoreError) -> JournalError {
-    match e {
-        CoreError::Conflict(actual) => JournalError::Conflict(actual),
-        CoreError::Io(m) => JournalError::Io(m),
-        CoreError::Corrupt(m) => JournalError::Corrupt(m),
-        CoreError::TornTail(m) => JournalError::TornTail(m),
-        CoreError::Other(m) => JournalError::Other(m),
-    }
-}
-
-/// The old gate component's `journal` import: the journal natively over the instance's
-/// storage, opened when the instance was made.
-impl crate::bindings::legacy::interlock::gate::journal::Host for HostState {
-    fn append(
-        &mut self,
-        stream: String,
-        expected_length: u64,
-        entries: Vec<String>,
-        durable: bool,
-        open: bool,
-    ) -> Result<(), JournalError> {
-        self.journal()?
-            .append(&stream, expected_length, &entries, durable, open)
-            .map_err(wit_journal_error)
-    }
-
-    fn read(&mut self, stream: String, start: u64) -> Result<Vec<String>, JournalError> {
-        self.journal()?
-            .read(&stream, start)
-            .map_err(wit_journal_error)
-    }
-
-    fn length(&mut self, stream: String) -> Result<u64, JournalError> {
-        self.journal()?.length(&stream).map_err(wit_journal_error)
-    }
-
-    fn open_streams(&mut self) -> Result<Vec<String>, JournalError> {
-        self.journal()?.open_streams().map_err(wit_journal_error)
-    }
-
-    fn streams(&mut self) -> Result<Vec<String>, JournalError> {
-        self.journal()?.streams().map_err(wit_journal_error)
-    }
-
-    fn sync(&mut self) -> Result<(), JournalError> {
-        self.journal()?.sync().map_err(wit_journal_error)
     }
 }

@@ -1,8 +1,7 @@
-//! Each component imports exactly its checked-in list. The gate: its journal (or, the
-//! storage build, the primitive storage its journal runs over), the step vocabulary and the
-//! WASI wall clock (Rust std would add wasi:cli and wasi:io; the guest is
-//! no_std so that nothing else can creep in unnoticed). The payments simulator and the
-//! journal format: nothing. The wasi:http component (`interlock serve`): the gate's, plus
+//! Each component imports exactly its checked-in list. The gate: the primitive storage its
+//! journal runs over, the step vocabulary and the WASI wall clock (Rust std would add
+//! wasi:cli and wasi:io; the guest is no_std so that nothing else can creep in unnoticed).
+//! The journal's contract suite: storage only. The payments simulator: nothing. The wasi:http component (`interlock serve`): the gate's, plus
 //! its environment, a monotonic clock and wasi:http.
 use std::path::PathBuf;
 
@@ -44,18 +43,9 @@ fn check(wasm: PathBuf, list: &str) {
 
 #[test]
 fn gate_imports_match_the_checked_in_list() {
-    // The old gate component (world gate-component), which Node, Python and the Worker load.
     check(
         root().join("dist/interlock_gate.wasm"),
         "tests/component-imports.txt",
-    );
-}
-
-#[test]
-fn gate_storage_imports_match_the_checked_in_list() {
-    check(
-        root().join("dist/interlock_gate_storage.wasm"),
-        "tests/gate-storage-imports.txt",
     );
 }
 
@@ -80,13 +70,5 @@ fn payments_sim_imports_nothing() {
     check(
         root().join("dist/payments_sim.wasm"),
         "tests/payments-sim-imports.txt",
-    );
-}
-
-#[test]
-fn journal_format_imports_nothing() {
-    check(
-        root().join("dist/journal_format.wasm"),
-        "tests/journal-format-imports.txt",
     );
 }

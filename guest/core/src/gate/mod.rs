@@ -135,6 +135,20 @@ impl Gate {
         Ok(recorded_proposal(&stream)?.target.timeout_ms)
     }
 
+    /// The target named by the recorded proposal of `effect_id`.
+    pub fn effect_target(
+        &mut self,
+        j: &mut dyn Journal,
+        effect_id: &str,
+    ) -> Result<String, GateError> {
+        check_effect_id(effect_id)?;
+        let stream = self.load(j, &effect_stream(effect_id))?;
+        if stream.entries.is_empty() {
+            return Err(GateError::UnknownEffect(effect_id.into()));
+        }
+        Ok(recorded_proposal(&stream)?.target.name)
+    }
+
     pub fn submit(
         &mut self,
         j: &mut dyn Journal,

@@ -70,6 +70,7 @@ struct Spec {
 #[derive(Clone, Debug)]
 pub struct ToolsConfig {
     tools: BTreeMap<String, Spec>,
+    journal_dir: Option<String>,
 }
 
 const TOP: [&str; 2] = ["journal_dir", "tools"];
@@ -114,7 +115,7 @@ impl ToolsConfig {
     pub fn parse(text: &str) -> Result<ToolsConfig, GateError> {
         let v = parse_input(text, "")?;
         let top = Obj::strict(&v, "", "a tool configuration", &TOP)?;
-        top.opt_name("journal_dir", "")?;
+        let journal_dir = top.opt_name("journal_dir", "")?;
         let mut tools = BTreeMap::new();
         let listed = Obj::any(
             top.required("tools", "the tools with real effects, each by name")?,
@@ -126,7 +127,7 @@ impl ToolsConfig {
             check_name(name, &at)?;
             tools.insert(name.clone(), Self::spec(spec, &at)?);
         }
-        Ok(ToolsConfig { tools })
+        Ok(ToolsConfig { tools, journal_dir })
     }
 
     fn spec(v: &Value, at: &str) -> Result<Spec, GateError> {
@@ -633,114 +634,7 @@ pub fn reply(tool: &str, o: &Outcome) -> ToolReply {
     }
 }
 
-/// The same functions with JSON text in and out (the component's exports): a call is
-/// `(tool, canonical JSON of its arguments)`.
 pub mod session;
-
-pub mod text {
-    use super::*;
-
-    fn call(c: ToolCall) -> (String, String) {
-        (c.tool, canonical(&c.arguments))
-    }
-
-    /// The tools a configuration gates.
-    pub fn check_config(config: &str) -> Result<Vec<String>, GateError> {
-        Ok(ToolsConfig::parse(config)?.gated())
-    }
-
-    pub fn premise_call(
-        config: &str,
-        tool: &str,
-        arguments: &str,
-    ) -> Result<Option<(String, String)>, GateError> {
-        let args = parse_input(arguments, "/arguments")?;
-        Ok(ToolsConfig::parse(config)?
-            .premise_call(tool, &args)?
-            .map(call))
-    }
-
-    pub fn proposal(
-        config: &str,
-        tool: &str,
-        arguments: &str,
-        premises: Option<&str>,
-        agent: &str,
-        authority: Option<&str>,
-    ) -> Result<String, GateError> {
-        let args = parse_input(arguments, "/arguments")?;
-        let premises = premises.map(|p| parse_input(p, "/premises")).transpose()?;
-        let authority = authority
-            .map(|a| parse_input(a, "/authority"))
-            .transpose()?;
-        ToolsConfig::parse(config)?.proposal(
-            tool,
-            &args,
-            premises.as_ref(),
-            agent,
-            authority.as_ref(),
-        )
-    }
-
-    pub fn send_call(
-        config: &str,
-        tool: &str,
-        arguments: &str,
-        idempotency_key: &str,
-    ) -> Result<(String, String), GateError> {
-        let args = parse_input(arguments, "/arguments")?;
-        Ok(call(ToolsConfig::parse(config)?.send_call(
-            tool,
-            &args,
-            idempotency_key,
-        )?))
-    }
-
-    pub fn lookup_call(
-        config: &str,
-        tool: &str,
-        effect_id: &str,
-        recorded_effect: &str,
-    ) -> Result<Option<(String, String)>, GateError> {
-        let effect = parse_input(recorded_effect, "/effect")?;
-        Ok(ToolsConfig::parse(config)?
-            .lookup_call(tool, effect_id, &effect)?
-            .map(call))
-    }
-
-    pub fn check_authority(
-        config: &str,
-        authority: Option<&str>,
-        strict: bool,
-    ) -> Result<Vec<String>, GateError> {
-        let authority = authority
-            .map(|a| parse_input(a, "/authority"))
-            .transpose()?;
-        ToolsConfig::parse(config)?.check_authority(authority.as_ref(), strict)
-    }
-
-    pub fn check_tools(config: &str, available: &[String]) -> Result<(), GateError> {
-        ToolsConfig::parse(config)?.check_tools(available)
-    }
-
-    pub fn premises(config: &str, tool: &str, answer: &str) -> Result<String, GateError> {
-        let answer = parse_input(answer, "/premises")?;
-        Ok(canonical(
-            &ToolsConfig::parse(config)?.premises(tool, &answer)?,
-        ))
-    }
-
-    /// An MCP tool result: whether it is an error, and its answer as canonical JSON.
-    pub fn mcp_answer(result: &str) -> Result<(bool, String), GateError> {
-        let a = super::mcp_answer(&parse_input(result, "/result")?)?;
-        Ok((a.is_error, canonical(&a.value)))
-    }
-
-    pub fn found(config: &str, tool: &str, answer: &str) -> Result<bool, GateError> {
-        let answer = parse_input(answer, "/answer")?;
-        ToolsConfig::parse(config)?.found(tool, &answer)
-    }
-}
 
 #[cfg(test)]
 mod tests {

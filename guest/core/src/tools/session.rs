@@ -20,7 +20,9 @@ use super::{mcp_answer, reply, ToolCall, ToolReply, ToolsConfig};
 use crate::canon::canonical;
 use crate::journal::Journal;
 use crate::proposal::parse_input;
-use crate::types::{Ask, CallAnswer, ClaimWait, CrashPoint, GateError, Outcome, Reply, Step};
+use crate::types::{
+    Ask, CallAnswer, ClaimWait, CrashPoint, GateError, Outcome, Reason, Reply, State, Step,
+};
 use crate::Gate;
 
 /// How the host's tools answer.
@@ -68,8 +70,13 @@ pub struct ToolDone {
 enum Pending {
     /// The premise read a new call's proposal needs.
     PremiseRead { tool: String, arguments: Value },
-    /// A gate step performed as a tool call (or a sleep).
-    Step { tool: String, step: Step },
+    /// A gate step performed as a tool call (or a sleep). `waiting`: the operation already
+    /// waits out live claims (a recovery, or a call that met one).
+    Step {
+        tool: String,
+        step: Step,
+        waiting: bool,
+    },
 }
 
 /// The machine: one configuration, the agent, the host's authority, and the calls in
@@ -105,6 +112,9 @@ pub struct Started {
     /// The gated tools that run under the agent's standing lease (the host prints
     /// `standing_notice` once when there are any).
     pub standing: Vec<String>,
+    /// Where the journal is: the configuration's `journal_dir`, else
+    /// [`crate::defaults::TOOLS_JOURNAL_DIR`] (a host may be given another).
+    pub journal_dir: String,
 }
 
 impl ToolSession {
@@ -116,6 +126,10 @@ impl ToolSession {
         let started = Started {
             gated: parsed.gated(),
             standing,
+            journal_dir: parsed
+                .journal_dir
+                .clone()
+                .unwrap_or_else(|| crate::defaults::TOOLS_JOURNAL_DIR.into()),
         };
         Ok((
             ToolSession {
@@ -170,16 +184,10 @@ impl ToolSession {
         now_ms: u64,
         effect_id: &str,
     ) -> Result<ToolNext, GateError> {
-        let step = gate.recover_waiting(j, now_ms, effect_id, self.wait)?;
         // The target of an effect of tool gating is its tool.
-        let tool = match &step.ask {
-            Ask::Capture { target, .. }
-            | Ask::Authorize { target, .. }
-            | Ask::Apply { target, .. }
-            | Ask::Query { target, .. } => target.clone(),
-            Ask::Sleep(_) | Ask::Crash(_) | Ask::Done(_) => String::new(),
-        };
-        self.follow(gate, j, now_ms, tool, step)
+        let tool = gate.effect_target(j, effect_id)?;
+        let step = gate.recover_waiting(j, now_ms, effect_id, self.wait)?;
+        self.follow(gate, j, now_ms, tool, step, true)
     }
 
     /// Continues call `id` with what its tool did.
@@ -197,16 +205,20 @@ impl ToolSession {
             .ok_or(GateError::UnknownOperation(id))?;
         match pending {
             Pending::PremiseRead { tool, arguments } => {
-                let read = match self.value(answer) {
+                let read = match self.read(answer) {
                     Ok(v) => v,
-                    Err(why) => return Ok(self.unread(&tool, &why)),
+                    Err(no) => return Ok(self.unread(&tool, no)),
                 };
                 self.propose(gate, j, now_ms, &tool, &arguments, Some(read))
             }
-            Pending::Step { tool, step } => {
+            Pending::Step {
+                tool,
+                step,
+                waiting,
+            } => {
                 let reply = self.reply_to(&tool, &step.ask, answer);
                 let next = gate.resume(j, now_ms, step.op, reply)?;
-                self.follow(gate, j, now_ms, tool, next)
+                self.follow(gate, j, now_ms, tool, next, waiting)
             }
         }
     }
@@ -239,7 +251,7 @@ impl ToolSession {
             Err(e) => return Ok(self.refused(tool, &e)),
         };
         match gate.submit(j, now_ms, &proposal) {
-            Ok(step) => self.follow(gate, j, now_ms, tool.into(), step),
+            Ok(step) => self.follow(gate, j, now_ms, tool.into(), step, false),
             // Refused as input (strict authority, say): nothing was recorded.
             Err(e @ (GateError::InvalidField { .. } | GateError::InvalidJson(_))) => {
                 Ok(self.refused(tool, &e))
@@ -248,7 +260,9 @@ impl ToolSession {
         }
     }
 
-    /// Turns gate steps into tool calls until one needs the host.
+    /// Turns gate steps into tool calls until one needs the host. A call that meets
+    /// another worker's live claim on its effect (a duplicate call in flight) waits it out
+    /// as a recovery does, then reports what happened.
     fn follow(
         &mut self,
         gate: &mut Gate,
@@ -256,8 +270,17 @@ impl ToolSession {
         now_ms: u64,
         tool: String,
         mut step: Step,
+        mut waiting: bool,
     ) -> Result<ToolNext, GateError> {
         loop {
+            if let Ask::Done(o) = &step.ask {
+                if !waiting && o.state == State::Dispatched && o.reason == Some(Reason::ClaimLive) {
+                    let id = o.effect_id.clone();
+                    step = gate.recover_waiting(j, now_ms, &id, self.wait)?;
+                    waiting = true;
+                    continue;
+                }
+            }
             let call = match &step.ask {
                 Ask::Crash(point) => return Ok(ToolNext::Crash(*point)),
                 Ask::Done(o) => {
@@ -270,7 +293,14 @@ impl ToolSession {
                 }
                 Ask::Sleep(ms) => {
                     let (id, ms) = (self.take_id(), *ms);
-                    self.pending.insert(id, Pending::Step { tool, step });
+                    self.pending.insert(
+                        id,
+                        Pending::Step {
+                            tool,
+                            step,
+                            waiting,
+                        },
+                    );
                     return Ok(ToolNext::Sleep { id, ms });
                 }
                 // A tool's authority is a lease or an approval, never a host check.
@@ -319,7 +349,14 @@ impl ToolSession {
             match call {
                 Ok((call, timeout_ms)) => {
                     let id = self.take_id();
-                    self.pending.insert(id, Pending::Step { tool, step });
+                    self.pending.insert(
+                        id,
+                        Pending::Step {
+                            tool,
+                            step,
+                            waiting,
+                        },
+                    );
                     return Ok(ToolNext::Call {
                         id,
                         call,
@@ -382,19 +419,28 @@ impl ToolSession {
         }
     }
 
-    /// A read's answer as a value, or why there is none (the tool's error, no answer).
-    fn value(&self, answer: CallAnswer) -> Result<Value, String> {
+    /// A read's answer as a value, or why there is none (the tool's own error, no answer).
+    fn read(&self, answer: CallAnswer) -> Result<Value, Unread> {
         match answer {
             CallAnswer::Returned(text) => match self.results {
-                Results::Plain => serde_json::from_str(&text).map_err(|e| format!("no JSON: {e}")),
-                Results::Mcp => match read_mcp(&text)? {
-                    (true, v) => Err(format!("answered an error: {}", canonical(&v))),
+                Results::Plain => serde_json::from_str(&text)
+                    .map_err(|e| Unread::NoAnswer(format!("answered no JSON: {e}"))),
+                Results::Mcp => match read_mcp(&text).map_err(Unread::NoAnswer)? {
+                    (true, v) => Err(Unread::ToolError(v)),
                     (false, v) => Ok(v),
                 },
             },
-            CallAnswer::Refused(m) | CallAnswer::Failed(m) => Err(m),
-            CallAnswer::Slept => Err("answered with a sleep".into()),
+            CallAnswer::Refused(m) => Err(Unread::ToolError(Value::String(m))),
+            CallAnswer::Failed(m) => Err(Unread::NoAnswer(m)),
+            CallAnswer::Slept => Err(Unread::NoAnswer("answered with a sleep".into())),
         }
+    }
+
+    fn value(&self, answer: CallAnswer) -> Result<Value, String> {
+        self.read(answer).map_err(|no| match no {
+            Unread::ToolError(v) => format!("answered an error: {}", text_of(&v)),
+            Unread::NoAnswer(m) => m,
+        })
     }
 
     fn ask(&mut self, pending: Pending, call: ToolCall, timeout_ms: Option<u64>) -> ToolNext {
@@ -431,19 +477,47 @@ impl ToolSession {
     }
 
     /// A call whose premise read failed: nothing recorded, nothing sent.
-    fn unread(&self, tool: &str, why: &str) -> ToolNext {
+    fn unread(&self, tool: &str, no: Unread) -> ToolNext {
         let premise_tool = self
             .config
             .premise_tool(tool)
             .unwrap_or_else(|| "the premise tool".into());
-        let m = format!("{premise_tool} {why}");
+        let (m, detail) = match no {
+            Unread::ToolError(v) => (
+                format!("{premise_tool} answered an error: {}", text_of(&v)),
+                json!({"kind": "premise_tool_error", "tool": premise_tool, "answer": v}),
+            ),
+            Unread::NoAnswer(why) => {
+                let m = format!("{premise_tool} {why}");
+                (
+                    m.clone(),
+                    json!({"kind": "premise_read_failed", "message": m}),
+                )
+            }
+        };
         done_before_gate(
             tool,
             format!(
                 "{tool} was NOT done and nothing was recorded: the facts it rests on could not be read ({m}). Try again later."
             ),
-            json!({"kind": "premise_read_failed", "message": m}),
+            detail,
         )
+    }
+}
+
+/// Why a premise read gave no premises.
+enum Unread {
+    /// The tool answered, with an error of its own (its answer).
+    ToolError(Value),
+    /// No answer came (it raised, the connection was lost, it answered no JSON).
+    NoAnswer(String),
+}
+
+/// A JSON string's own text, else the canonical JSON.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => canonical(other),
     }
 }
 

@@ -15,8 +15,9 @@ use sha2::{Digest, Sha256};
 use crate::exports::interlock::conformance::runner::{Options, Report};
 use crate::interlock::conformance::driver;
 use crate::interlock::gate::gate::{self, GateError};
-use crate::interlock::gate::journal::JournalError;
-use crate::interlock::gate::target::{Ask, Step};
+use crate::interlock::gate::target::{Ask, CrashPoint, Reply, Step};
+use crate::interlock::gate::tools::ToolDone;
+use crate::interlock::gate::types::JournalError;
 use crate::interlock::gate::types::{Executed, Outcome, Reason, State};
 use crate::world::{ask_json, note, World};
 use crate::{
@@ -31,15 +32,18 @@ pub use tools::ToolWorld;
 /// The ops that act on the journal file (a journal that is not a file cannot run them).
 const FILE_OPS: [&str; 3] = ["tear_journal", "reopen", "repair"];
 
-/// Where a worker dies, as the vectors spell it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Crash {
-    /// Asked to apply, before calling the service (the intent is durable).
-    AfterIntent,
-    /// The service applied; the worker dies before the reply reaches it.
-    AfterCommit,
-    /// During recovery, right after its first send or lookup.
-    InRecovery,
+/// Where a worker dies, as the vectors spell it: the gate's one crash injection
+/// (`gate.crash-at`), which every host's tests use.
+fn crash_point(at: &str) -> Res<CrashPoint> {
+    match at {
+        // Asked to apply, before calling the service (the intent is durable).
+        "after_intent" => Ok(CrashPoint::BeforeSend),
+        // The service applied; the worker dies before the reply reaches it.
+        "after_commit" => Ok(CrashPoint::AfterSend),
+        // During recovery, right after its first send or lookup.
+        "in_recovery" => Ok(CrashPoint::InRecovery),
+        other => Err(format!("unknown crash point {other:?}")),
+    }
 }
 
 /// Why driving the gate stopped short of an outcome.
@@ -74,8 +78,6 @@ struct Run {
     /// Decision order: a restart re-sends unfinished tasks in this order.
     order: Vec<String>,
     failures: Vec<String>,
-    /// The gate's claim wait (`defaults`): poll every `poll_ms`, at most `max_polls` times.
-    claim_wait: Option<(u64, u64)>,
     /// The host's authority for gated tools whose configuration names none.
     host_authority: Option<Value>,
     /// Strict authority (`strict` op): every gate instance from here on is told so.
@@ -205,12 +207,16 @@ impl Run {
     fn new_worker(&mut self) -> u32 {
         let w = driver::new_worker();
         note(json!({"kind": "worker", "worker": w}));
+        self.worker = Some(w);
+        // Each worker is a fresh gate instance: its tool gating is started again (the
+        // configuration was checked when the vector started).
+        self.start_worker_tools()
+            .expect("the vector's tool configuration starts");
         gate::set_routes(&self.world.routes());
         if self.strict {
             self.call("setStrictAuthority", json!([true]));
             gate::set_strict_authority(true);
         }
-        self.worker = Some(w);
         w
     }
 
@@ -258,32 +264,27 @@ impl Run {
         Ok(step)
     }
 
-    /// Answers `step` and every step after it until the gate is done, dying at `crash`.
-    fn drive(
-        &mut self,
-        first: Step,
-        crash: Option<Crash>,
-        recovering: bool,
-    ) -> Result<Outcome, Stop> {
+    /// The current worker dies at `point` (the gate asks it to), or at none.
+    fn crash_at(&mut self, point: Option<CrashPoint>) {
+        self.call("crashAt", json!([point.map(|p| format!("{p:?}"))]));
+        gate::crash_at(point);
+    }
+
+    /// Answers `step` and every step after it until the gate is done: a sleep is waited on
+    /// the fake clock; at the gate's crash point the worker dies.
+    fn drive(&mut self, first: Step) -> Result<Outcome, Stop> {
         let mut step = first;
         loop {
             let now = driver::now_ms();
             let reply = match &step.ask {
                 Ask::Done(outcome) => return Ok(outcome.clone()),
-                Ask::Apply(_) if crash == Some(Crash::AfterIntent) && !recovering => {
-                    return Err(Stop::Crashed)
+                Ask::Crash(_) => {
+                    note(json!({"kind": "crash", "worker": self.worker}));
+                    return Err(Stop::Crashed);
                 }
-                ask @ (Ask::Apply(_) | Ask::Query(_)) => {
-                    let reply = self.world.answer(ask, now);
-                    let dies = match ask {
-                        Ask::Apply(_) if recovering => crash == Some(Crash::InRecovery),
-                        Ask::Apply(_) => crash == Some(Crash::AfterCommit),
-                        _ => recovering && crash == Some(Crash::InRecovery),
-                    };
-                    if dies {
-                        return Err(Stop::Crashed);
-                    }
-                    reply
+                Ask::Sleep(ms) => {
+                    driver::advance_ms(*ms);
+                    Reply::Slept
                 }
                 ask => self.world.answer(ask, now),
             };
@@ -293,53 +294,32 @@ impl Run {
         }
     }
 
-    /// The gate's claim wait, asked once.
-    fn claim_wait(&mut self) -> Res<(u64, u64)> {
-        if let Some(w) = self.claim_wait {
-            return Ok(w);
+    /// Recovers one effect, waiting out another worker's live claim as the gate asks
+    /// (`recover-waiting`: the fake clock advances by each sleep). A tool-gating vector's
+    /// effect is recovered through the tool-gating machine, which gives the model's reply.
+    fn recover(&mut self, effect: &str) -> Result<(Outcome, Option<ToolDone>), Stop> {
+        if self.world.tools.is_some() {
+            let done = self.recover_tool(effect)?;
+            let o = done
+                .outcome
+                .clone()
+                .ok_or_else(|| format!("recovering {effect} asked the gate nothing"))?;
+            return Ok((o, Some(done)));
         }
-        let d: Value =
-            serde_json::from_str(&gate::defaults()).map_err(|e| format!("defaults: {e}"))?;
-        let w = (
-            d["claim_wait"]["poll_ms"]
-                .as_u64()
-                .ok_or("defaults lack claim_wait.poll_ms")?,
-            d["claim_wait"]["max_polls"]
-                .as_u64()
-                .ok_or("defaults lack claim_wait.max_polls")?,
-        );
-        self.claim_wait = Some(w);
-        Ok(w)
-    }
-
-    /// Recovers one effect; while another worker's claim is live, waits as long as the
-    /// gate says it has left (advancing the fake clock) and asks again.
-    fn recover(&mut self, effect: &str, crash: Option<Crash>) -> Result<Outcome, Stop> {
-        let (poll_ms, max_polls) = self.claim_wait()?;
-        let mut polls = 0;
-        loop {
-            self.call("recover", json!([effect]));
-            let first = gate::recover(effect).map_err(|e| gate_err("recover", e))?;
-            self.asked(&first);
-            let o = self.drive(first, crash, true)?;
-            let claim_live = o.state == State::Dispatched && o.reason == Some(Reason::ClaimLive);
-            if !claim_live || polls >= max_polls {
-                return Ok(o);
-            }
-            polls += 1;
-            // The claim is live until strictly after its deadline: one millisecond more.
-            driver::advance_ms(o.retry_after_ms.map_or(poll_ms, |ms| ms + 1));
-        }
+        self.call("recoverWaiting", json!([effect]));
+        let first = gate::recover_waiting(effect, None).map_err(|e| gate_err("recover", e))?;
+        self.asked(&first);
+        Ok((self.drive(first)?, None))
     }
 
     /// The outcome as the vectors spell it, with `via` from the receipt.
-    fn seen(&mut self, o: &Outcome) -> Res<Value> {
+    fn seen(&mut self, o: &Outcome, done: Option<&ToolDone>) -> Res<Value> {
         let mut v = outcome_json(o);
         if let Some(m) = v.as_object_mut() {
             m.remove("effect_id");
         }
-        if let Some(tool) = self.tool_of(o)? {
-            self.add_reply(&tool, o, &mut v);
+        if let Some(done) = done {
+            self.add_reply(done, &mut v);
         }
         if o.state == State::Committed || o.state == State::Confirmed {
             let receipt = gate::receipt(&o.effect_id, None).map_err(|e| gate_err("receipt", e))?;
@@ -351,8 +331,8 @@ impl Run {
         Ok(v)
     }
 
-    fn record(&mut self, task: &str, o: &Outcome) -> Res<Value> {
-        let v = self.seen(o)?;
+    fn record(&mut self, task: &str, o: &Outcome, done: Option<&ToolDone>) -> Res<Value> {
+        let v = self.seen(o, done)?;
         let t = self.tasks.get_mut(task).expect("a known task");
         t.finished = is_final(o);
         t.last = Some(v.clone());
@@ -389,15 +369,19 @@ impl Run {
                 self.die();
                 return Ok(());
             }
-            Some("after_intent") => Some(Crash::AfterIntent),
-            Some("after_commit") => Some(Crash::AfterCommit),
-            Some(other) => return Err(format!("unknown crash point {other:?}")),
+            Some(point) => Some(crash_point(point)?),
         };
         let proposal = self.tasks[&name].proposal.to_string();
+        self.host();
+        self.crash_at(crash);
         let first = self
             .submit_step(&proposal)
             .map_err(|e| gate_err(&format!("send {name}"), e))?;
-        match self.drive(first, crash, false) {
+        let driven = self.drive(first);
+        if crash.is_some() && self.worker.is_some() {
+            self.crash_at(None);
+        }
+        match driven {
             Err(Stop::Crashed) => {
                 self.die();
                 Ok(())
@@ -408,7 +392,7 @@ impl Run {
                     self.failures
                         .push(format!("send {name}: the crash point was never reached"));
                 }
-                let got = self.record(&name, &o)?;
+                let got = self.record(&name, &o, None)?;
                 if let Some(want) = step.get("expect") {
                     self.failures
                         .extend(check(&format!("send {name}"), &got, want));
@@ -429,23 +413,26 @@ impl Run {
         self.new_worker();
         let crash = match step.get("crash").and_then(Value::as_str) {
             None => None,
-            Some("in_recovery") => Some(Crash::InRecovery),
+            Some("in_recovery") => Some(CrashPoint::InRecovery),
             Some(other) => return Err(format!("unknown restart crash point {other:?}")),
         };
+        if crash.is_some() {
+            self.crash_at(crash);
+        }
         let open = gate::open_effects().map_err(|e| gate_err("open-effects", e))?;
         note(
             json!({"kind": "gate", "worker": self.worker, "name": "openEffects", "args": [], "out": open}),
         );
         let mut got = Vec::new();
         for effect in open {
-            match self.recover(&effect, crash) {
+            match self.recover(&effect) {
                 Err(Stop::Crashed) => {
                     // Recovery itself died: the next restart must finish its work.
                     self.die();
                     return Ok(());
                 }
                 Err(Stop::Failed(e)) => return Err(format!("recover {effect}: {e}")),
-                Ok(o) => got.push(self.seen(&o)?),
+                Ok((o, done)) => got.push(self.seen(&o, done.as_ref())?),
             }
         }
         if crash.is_some() {
@@ -472,9 +459,9 @@ impl Run {
             }
             if self.tasks[&name].call.is_some() {
                 // The model calls the tool again.
-                match self.play_call(&name, None) {
-                    Ok(Played::Outcome(o)) => {
-                        self.record(&name, &o)?;
+                match self.play_call(&name) {
+                    Ok(Played::Outcome(o, done)) => {
+                        self.record(&name, &o, Some(&done))?;
                     }
                     Ok(Played::Before(v)) => self.record_before(&name, &v),
                     Err(Stop::Failed(e)) => return Err(format!("call {name} again: {e}")),
@@ -486,12 +473,12 @@ impl Run {
             let first = self
                 .submit_step(&proposal)
                 .map_err(|e| gate_err(&format!("resend {name}"), e))?;
-            let o = match self.drive(first, None, false) {
+            let o = match self.drive(first) {
                 Ok(o) => o,
                 Err(Stop::Failed(e)) => return Err(format!("resend {name}: {e}")),
                 Err(Stop::Crashed) => unreachable!("no crash point is set"),
             };
-            self.record(&name, &o)?;
+            self.record(&name, &o, None)?;
         }
         Ok(())
     }
@@ -530,12 +517,12 @@ impl Run {
         for (i, ((w, first), name)) in firsts.into_iter().zip(&names).enumerate() {
             driver::use_worker(w);
             self.worker = Some(w);
-            let o = match self.drive(first, None, false) {
+            let o = match self.drive(first) {
                 Ok(o) => o,
                 Err(Stop::Failed(e)) => return Err(format!("race {name}: {e}")),
                 Err(Stop::Crashed) => unreachable!("no crash point is set"),
             };
-            let got = self.record(name, &o)?;
+            let got = self.record(name, &o, None)?;
             if let Some(w) = want.get(i) {
                 self.failures
                     .extend(check(&format!("race {name}"), &got, w));
@@ -812,7 +799,6 @@ pub fn run(v: &Vector, pins: &BTreeMap<String, String>, options: &Options) -> Re
         tasks: BTreeMap::new(),
         order: Vec::new(),
         failures: Vec::new(),
-        claim_wait: None,
         host_authority: v.host_authority.clone(),
         strict: false,
     };

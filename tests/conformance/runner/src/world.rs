@@ -116,12 +116,6 @@ impl World {
     /// Answers the step `ask` (not `done`) at `now_ms`. The gate asks only for targets
     /// the process routes; another one is a bug of the gate, never answered.
     pub fn answer(&mut self, ask: &Ask, now_ms: u64) -> Reply {
-        if let Some(reply) = self.answer_by_tools(ask, now_ms) {
-            let (name, request) = ask_json(ask);
-            note(json!({"kind": "reply", "name": name, "request": request,
-                        "reply": reply_json(&reply), "refunded_cents": self.refunded_cents()}));
-            return reply;
-        }
         let reply = match ask {
             Ask::Capture(r) => {
                 assert_eq!(r.target, PAYMENTS, "the gate asked for an unrouted target");

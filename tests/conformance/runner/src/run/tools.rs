@@ -1,8 +1,8 @@
 //! Tool-gating vectors (issue 14): the agent's tool calls, run as every host's MCP proxy and
-//! `protect()` run them (ARCHITECTURE.md, "Tool gating", the loop every host runs): the
-//! premise read, the proposal, the gate's steps answered by calling tools, and the reply to
-//! the model. Every mapping is the gate's `tools` (imported, forwarded by the host to the
-//! current worker's gate instance); only the calling of tools is here.
+//! `protect()` run them: through the gate's tool-gating machine (`tools`: `start`, `call`,
+//! `resume`, `recover`; imported, forwarded by the host to the current worker's gate
+//! instance), calling the tool each step names and handing back its answer. Only the
+//! calling of tools is here; every mapping and every message is the gate's.
 //!
 //! The world's tools are the payments service's, as an MCP server offers them, each
 //! answering an MCP `CallToolResult`: `get_order {order_id, excluding?}` -> `{order_id,
@@ -18,11 +18,11 @@ use alloc::vec::Vec;
 
 use serde_json::{json, Value};
 
-use super::{check, gate_error_case, Crash, Run, Stop, Task};
+use super::{check, gate_error_case, Run, Stop, Task};
 use crate::interlock::conformance::driver;
 use crate::interlock::gate::gate::GateError;
-use crate::interlock::gate::target::{Ask, Reply};
-use crate::interlock::gate::tools::{self as gt, ToolAnswer, ToolCall};
+use crate::interlock::gate::target::CallAnswer;
+use crate::interlock::gate::tools::{self as gt, Results, ToolDone, ToolOptions, ToolStep};
 use crate::interlock::gate::types::Outcome;
 use crate::world::{note, World};
 use crate::{field, str_field, Res};
@@ -38,40 +38,6 @@ pub struct ToolWorld {
     pub gated: Vec<String>,
     /// `{"tool", "arguments"}` for each call the service received, in order.
     pub calls: Vec<Value>,
-}
-
-/// How a call ended for the model.
-pub(super) enum Played {
-    /// The gate decided (and the reply to the model is the component's).
-    Outcome(Outcome),
-    /// Refused before the gate was asked (a bad call, a failed premise read), or not gated
-    /// and passed through: nothing recorded. As the vectors spell it.
-    Before(Value),
-}
-
-/// A gate error as the vectors spell it: its case, and the JSON pointer of an invalid field.
-fn error_json(e: &GateError) -> Value {
-    match e {
-        GateError::InvalidField(f) => json!({"case": "invalid-field", "field": f.field}),
-        other => json!({"case": gate_error_case(other)}),
-    }
-}
-
-fn ok_result(value: Value) -> Value {
-    json!({"content": [{"type": "text", "text": value.to_string()}],
-           "structuredContent": value, "isError": false})
-}
-
-fn error_result(code: &str) -> Value {
-    json!({"content": [{"type": "text", "text": code}], "isError": true})
-}
-
-/// A tool's answer as text for a reply: a JSON string's own text, else the JSON.
-fn answer_text(value: &str) -> String {
-    match serde_json::from_str::<Value>(value) {
-        Ok(Value::String(s)) => s,
-        _ => value.to_string(),
-    }
 }
 
 impl World {
@@ -133,118 +99,130 @@ impl World {
             other => error_result(&format!("unknown_tool: name={other:?}")),
         }
     }
+}
 
-    /// Calls `call` at the service and reads its result as the mapping reads answers
-    /// (`mcp-answer`).
-    fn answer_of(&mut self, call: &ToolCall, now_ms: u64) -> Result<ToolAnswer, String> {
-        let args: Value = serde_json::from_str(&call.arguments)
-            .map_err(|e| format!("the mapping gave arguments that are not JSON: {e}"))?;
-        let result = self.call_tool(&call.tool, &args, now_ms);
-        gt::mcp_answer(&result.to_string()).map_err(|e| format!("mcp-answer: {e:?}"))
-    }
+/// How a call ended for the model.
+pub(super) enum Played {
+    /// The gate decided; the reply to the model is the component's.
+    Outcome(Outcome, ToolDone),
+    /// Refused before the gate was asked (a bad call, a failed premise read), or not gated
+    /// and passed through: nothing recorded. As the vectors spell it.
+    Before(Value),
+}
 
-    /// The gate's step for a gated tool's effect, answered by calling tools through the
-    /// gate's mapping, row by row as ARCHITECTURE.md's table says; `None` when the step is
-    /// not about a gated tool.
-    pub fn answer_by_tools(&mut self, ask: &Ask, now_ms: u64) -> Option<Reply> {
-        let t = self.tools.as_ref()?;
-        let target = match ask {
-            Ask::Capture(r) => &r.target,
-            Ask::Apply(r) => &r.target,
-            Ask::Query(r) => &r.target,
-            Ask::Authorize(_) | Ask::Sleep(_) | Ask::Crash(_) | Ask::Done(_) => return None,
-        };
-        if !t.gated.contains(target) {
-            return None;
-        }
-        let config = t.config.clone();
-        let failed = |e: GateError| Reply::Failed(format!("{e:?}"));
-        Some(match ask {
-            Ask::Capture(r) => match gt::premise_call(&config, &r.target, &r.effect) {
-                Err(e) => failed(e),
-                Ok(None) => Reply::Failed("the tool has no premise tool".into()),
-                Ok(Some(call)) => match self.answer_of(&call, now_ms) {
-                    Err(why) => Reply::Failed(why),
-                    Ok(a) if a.is_error => Reply::Failed(answer_text(&a.value)),
-                    Ok(a) => match gt::premises(&config, &r.target, &a.value) {
-                        Ok(p) => Reply::Captured(p),
-                        Err(e) => failed(e),
-                    },
-                },
-            },
-            Ask::Apply(r) => {
-                match gt::send_call(&config, &r.target, &r.effect, &r.idempotency_key) {
-                    // Nothing was sent.
-                    Err(e) => Reply::Rejected(format!("{e:?}")),
-                    Ok(call) => match self.answer_of(&call, now_ms) {
-                        // The service's answer is unreadable: it may have applied.
-                        Err(why) => Reply::Unknown(why),
-                        Ok(a) if a.is_error => Reply::Rejected(answer_text(&a.value)),
-                        Ok(a) => Reply::Applied(a.value),
-                    },
-                }
-            }
-            Ask::Query(r) => match gt::lookup_call(&config, &r.target, &r.effect_id, &r.effect) {
-                Err(e) => failed(e),
-                Ok(None) => Reply::Failed("the tool has no lookup tool".into()),
-                Ok(Some(call)) => match self.answer_of(&call, now_ms) {
-                    Err(why) => Reply::Failed(why),
-                    Ok(a) if a.is_error => Reply::Failed(answer_text(&a.value)),
-                    Ok(a) => match gt::found(&config, &r.target, &a.value) {
-                        Ok(true) => Reply::Found(a.value),
-                        Ok(false) => Reply::NotFound,
-                        Err(e) => failed(e),
-                    },
-                },
-            },
-            Ask::Authorize(_) | Ask::Sleep(_) | Ask::Crash(_) | Ask::Done(_) => {
-                unreachable!("answered above")
-            }
-        })
+/// A gate error as the vectors spell it: its case, and the JSON pointer of an invalid field.
+fn error_json(e: &GateError) -> Value {
+    match e {
+        GateError::InvalidField(f) => json!({"case": "invalid-field", "field": f.field}),
+        other => json!({"case": gate_error_case(other)}),
     }
 }
 
+/// A refusal before the gate, as the machine words it (`{"error": {"kind", ...}}`), as
+/// the vectors spell it.
+fn before_json(outcome: &Value) -> Value {
+    let e = &outcome["error"];
+    match e["kind"].as_str() {
+        Some("invalid_field") => json!({"error": {"case": "invalid-field", "field": e["field"]}}),
+        Some("premise_tool_error") => {
+            let answer = match &e["answer"] {
+                Value::String(s) => json!(s),
+                other => json!(other.to_string()),
+            };
+            json!({"error": {"case": "premise-tool", "answer": answer}})
+        }
+        Some(kind) => json!({"error": {"case": kind}}),
+        None => json!({"error": {"case": "unknown"}}),
+    }
+}
+
+fn ok_result(value: Value) -> Value {
+    json!({"content": [{"type": "text", "text": value.to_string()}],
+           "structuredContent": value, "isError": false})
+}
+
+fn error_result(code: &str) -> Value {
+    json!({"content": [{"type": "text", "text": code}], "isError": true})
+}
+
 impl Run {
-    fn tools_config(&self) -> Res<String> {
-        self.world
-            .tools
-            .as_ref()
-            .map(|t| t.config.clone())
-            .ok_or_else(|| "a tool call needs the vector's `config`".to_string())
+    /// The options every worker's tool gating starts with.
+    fn tool_options(&self, strict: bool) -> ToolOptions {
+        ToolOptions {
+            agent: AGENT.into(),
+            authority: self.host_authority.as_ref().map(Value::to_string),
+            strict,
+            results: Results::Mcp,
+            wait: None,
+        }
     }
 
-    /// The tool a gated effect is a call of (its target's name), if the vector gates tools.
-    pub(super) fn tool_of(&self, o: &Outcome) -> Res<Option<String>> {
-        let Some(t) = self.world.tools.as_ref() else {
-            return Ok(None);
+    /// Starts the vector's tool gating on the current worker (each worker is a fresh gate
+    /// instance), and tells it what it routes.
+    pub(super) fn start_worker_tools(&mut self) -> Res<()> {
+        let Some(config) = self.world.tools.as_ref().map(|t| t.config.clone()) else {
+            return Ok(());
         };
-        let receipt = crate::interlock::gate::gate::receipt(&o.effect_id, None)
-            .map_err(|e| format!("receipt: {e:?}"))?;
-        let r: Value = serde_json::from_str(&receipt).map_err(|e| format!("receipt: {e}"))?;
-        Ok(r["target"]["name"]
-            .as_str()
-            .filter(|n| t.gated.iter().any(|g| g == n))
-            .map(ToString::to_string))
+        self.call("tools.start", json!([config]));
+        gt::start(&config, &self.tool_options(self.strict))
+            .map_err(|e| format!("the vector's config: {e:?}"))?;
+        crate::interlock::gate::gate::set_routes(&self.world.routes());
+        Ok(())
     }
 
-    /// The reply to the model for `o`, a call of `tool`, added to the outcome as the
-    /// vectors spell it: `is_error`, `message` and `reply_outcome`.
-    pub(super) fn add_reply(&self, tool: &str, o: &Outcome, seen: &mut Value) {
-        let r = gt::reply(tool, o);
-        seen["is_error"] = json!(r.is_error);
-        seen["message"] = json!(r.message);
-        seen["reply_outcome"] = serde_json::from_str(&r.outcome).unwrap_or(Value::Null);
+    /// The reply to the model, added to the outcome as the vectors spell it: `is_error`,
+    /// `message` and `reply_outcome`.
+    pub(super) fn add_reply(&self, done: &ToolDone, seen: &mut Value) {
+        seen["is_error"] = json!(done.reply.is_error);
+        seen["message"] = json!(done.reply.message);
+        seen["reply_outcome"] = serde_json::from_str(&done.reply.outcome).unwrap_or(Value::Null);
+    }
+
+    /// Drives the tool-gating machine from `first`: each tool it names is called at the
+    /// service, each sleep waited on the fake clock, until the call is done (or the worker
+    /// dies at the gate's crash point).
+    pub(super) fn drive_tools(&mut self, first: ToolStep) -> Result<ToolDone, Stop> {
+        let mut step = first;
+        loop {
+            let (id, answer) = match step {
+                ToolStep::Done(d) => return Ok(d),
+                ToolStep::Crash(_) => {
+                    note(json!({"kind": "crash", "worker": self.worker}));
+                    return Err(Stop::Crashed);
+                }
+                ToolStep::Sleep((id, ms)) => {
+                    driver::advance_ms(ms);
+                    (id, CallAnswer::Slept)
+                }
+                ToolStep::Call(req) => {
+                    let args: Value = serde_json::from_str(&req.call.arguments).map_err(|e| {
+                        format!("the machine gave arguments that are not JSON: {e}")
+                    })?;
+                    let now = driver::now_ms();
+                    let result = self.world.call_tool(&req.call.tool, &args, now);
+                    (req.id, CallAnswer::Returned(result.to_string()))
+                }
+            };
+            self.call("tools.resume", json!([id]));
+            step = gt::resume(id, &answer).map_err(|e| format!("tools.resume: {e:?}"))?;
+        }
+    }
+
+    /// Recovers one open effect of a gated tool through the machine (waiting out a live
+    /// claim).
+    pub(super) fn recover_tool(&mut self, effect: &str) -> Result<ToolDone, Stop> {
+        self.call("tools.recover", json!([effect]));
+        let first = gt::recover(effect).map_err(|e| format!("tools.recover: {e:?}"))?;
+        self.drive_tools(first)
     }
 
     /// The model calls `tool` with `arguments` (its task's call): the host's loop.
-    pub(super) fn play_call(&mut self, name: &str, crash: Option<Crash>) -> Result<Played, Stop> {
+    pub(super) fn play_call(&mut self, name: &str) -> Result<Played, Stop> {
         let (tool, args) = self.tasks[name]
             .call
             .clone()
             .ok_or_else(|| format!("task {name:?} is not a tool call"))?;
-        let config = self.tools_config()?;
         self.host();
-        let now = driver::now_ms();
         let gated = self
             .world
             .tools
@@ -252,45 +230,24 @@ impl Run {
             .is_some_and(|t| t.gated.contains(&tool));
         if !gated {
             // Not an effect: the call goes to the service untouched.
+            let now = driver::now_ms();
             let result = self.world.call_tool(&tool, &args, now);
             return Ok(Played::Before(json!({"passed_through": result})));
         }
-        let args_text = args.to_string();
-        let before = |e: GateError| Ok(Played::Before(json!({"error": error_json(&e)})));
-        let premises = match gt::premise_call(&config, &tool, &args_text) {
-            Err(e) => return before(e),
-            Ok(None) => None,
-            Ok(Some(call)) => match self.world.answer_of(&call, now) {
-                Err(why) => return Err(Stop::Failed(why)),
-                Ok(a) if a.is_error => {
-                    let answer = answer_text(&a.value);
-                    return Ok(Played::Before(
-                        json!({"error": {"case": "premise-tool", "answer": answer}}),
-                    ));
-                }
-                Ok(a) => Some(a.value),
-            },
-        };
-        let authority = self.host_authority.as_ref().map(Value::to_string);
-        let proposal = match gt::proposal(
-            &config,
-            &tool,
-            &args_text,
-            premises.as_deref(),
-            AGENT,
-            authority.as_deref(),
-        ) {
-            Err(e) => return before(e),
-            Ok(p) => p,
-        };
-        if let Some(t) = self.tasks.get_mut(name) {
-            t.proposal = serde_json::from_str(&proposal).unwrap_or(Value::Null);
-        }
-        let first = match self.submit_step(&proposal) {
-            Err(e) => return before(e),
+        self.call("tools.call", json!([tool, args]));
+        let first = match gt::call(&tool, &args.to_string()) {
+            Err(e) => return Ok(Played::Before(json!({"error": error_json(&e)}))),
             Ok(s) => s,
         };
-        Ok(Played::Outcome(self.drive(first, crash, false)?))
+        let done = self.drive_tools(first)?;
+        Ok(match done.outcome.clone() {
+            Some(o) => Played::Outcome(o, done),
+            None => {
+                let outcome: Value =
+                    serde_json::from_str(&done.reply.outcome).unwrap_or(Value::Null);
+                Played::Before(before_json(&outcome))
+            }
+        })
     }
 
     /// The task's last result when the gate was never asked (a bad call, a pass-through).
@@ -326,24 +283,26 @@ impl Run {
                 self.die();
                 return Ok(());
             }
-            Some("after_intent") => Some(Crash::AfterIntent),
-            Some("after_commit") => Some(Crash::AfterCommit),
-            Some(other) => return Err(format!("unknown crash point {other:?}")),
+            Some(point) => Some(super::crash_point(point)?),
         };
         let journal = self.journal_sha256();
         let refunds = self.world.payments.refund_count();
-        let got = match self.play_call(&name, crash) {
+        self.host();
+        self.crash_at(crash);
+        let played = self.play_call(&name);
+        self.crash_at(None);
+        let got = match played {
             Err(Stop::Crashed) => {
                 self.die();
                 return Ok(());
             }
             Err(Stop::Failed(e)) => return Err(format!("call {name}: {e}")),
-            Ok(Played::Outcome(o)) => {
+            Ok(Played::Outcome(o, done)) => {
                 if crash.is_some() {
                     self.failures
                         .push(format!("call {name}: the crash point was never reached"));
                 }
-                self.record(&name, &o)?
+                self.record(&name, &o, Some(&done))?
             }
             Ok(Played::Before(v)) => {
                 if self.journal_sha256() != journal {
@@ -367,9 +326,9 @@ impl Run {
         Ok(())
     }
 
-    /// `check_config`: the configuration is checked as a host checks it at start
-    /// (`check-config`, then `check-authority` when the step gives the host's authority);
-    /// nothing is recorded.
+    /// `check_config`: the configuration is checked as a host checks it at start (`start`,
+    /// with the host's authority when the step gives it; `null`: none); nothing is
+    /// recorded. The worker then gates the vector's own configuration again.
     pub(super) fn check_config(&mut self, step: &Value) -> Res<()> {
         let config = match field(step, "config")? {
             Value::String(text) => text.clone(),
@@ -377,18 +336,18 @@ impl Run {
         };
         let journal = self.journal_sha256();
         self.host();
-        // With `authority` (the host's; `null`: none), also whether every gated tool has one.
-        let authority = step
-            .get("authority")
-            .map(|a| (!a.is_null()).then(|| a.to_string()));
-        // `strict`: checked as a host with strict authority checks it.
-        let strict = step.get("strict") == Some(&Value::Bool(true)) || self.strict;
-        let checked = gt::check_config(&config).and_then(|gated| match &authority {
-            Some(a) => gt::check_authority(&config, a.as_deref(), strict).map(|_| gated),
-            None => Ok(gated),
-        });
-        let got = match checked {
-            Ok(gated) => json!({"gated": gated}),
+        let mut options =
+            self.tool_options(step.get("strict") == Some(&Value::Bool(true)) || self.strict);
+        // With `authority` (the host's; `null`: none) checked as given; without it, every
+        // tool's authority is the host's default lease (a tool needs none of its own).
+        options.authority = match step.get("authority") {
+            Some(a) if !a.is_null() => Some(a.to_string()),
+            Some(_) => None,
+            None => Some(json!({"lease": crate::LEASE}).to_string()),
+        };
+        self.call("tools.start", json!([config]));
+        let got = match gt::start(&config, &options) {
+            Ok(started) => json!({"gated": started.gated}),
             Err(e) => json!({"error": error_json(&e)}),
         };
         note(
@@ -402,20 +361,18 @@ impl Run {
             self.failures
                 .push("check_config: the journal changed".into());
         }
-        Ok(())
+        self.start_worker_tools()
     }
 
-    /// A tool-gating vector's world: its configuration checked (by the gate), the gated
-    /// tools routed.
+    /// A tool-gating vector's world: its configuration checked and started (by the gate),
+    /// the gated tools routed.
     pub(super) fn start_tools(&mut self, config: &Value) -> Res<()> {
         let text = config.to_string();
-        let gated = gt::check_config(&text).map_err(|e| format!("the vector's config: {e:?}"))?;
-        let authority = self.host_authority.as_ref().map(Value::to_string);
-        gt::check_authority(&text, authority.as_deref(), self.strict)
-            .map_err(|e| format!("the vector's config has a tool without authority: {e:?}"))?;
+        let started = gt::start(&text, &self.tool_options(self.strict))
+            .map_err(|e| format!("the vector's config: {e:?}"))?;
         self.world.tools = Some(ToolWorld {
             config: text,
-            gated,
+            gated: started.gated,
             calls: Vec::new(),
         });
         crate::interlock::gate::gate::set_routes(&self.world.routes());
