@@ -127,12 +127,7 @@ impl Gate {
         j: &mut dyn Journal,
         effect_id: &str,
     ) -> Result<u64, GateError> {
-        check_effect_id(effect_id)?;
-        let stream = self.load(j, &effect_stream(effect_id))?;
-        if stream.entries.is_empty() {
-            return Err(GateError::UnknownEffect(effect_id.into()));
-        }
-        Ok(recorded_proposal(&stream)?.target.timeout_ms)
+        Ok(self.proposal_of(j, effect_id)?.target.timeout_ms)
     }
 
     /// The target named by the recorded proposal of `effect_id`.
@@ -141,12 +136,17 @@ impl Gate {
         j: &mut dyn Journal,
         effect_id: &str,
     ) -> Result<String, GateError> {
+        Ok(self.proposal_of(j, effect_id)?.target.name)
+    }
+
+    /// The recorded proposal of `effect_id`.
+    fn proposal_of(&mut self, j: &mut dyn Journal, effect_id: &str) -> Result<Proposal, GateError> {
         check_effect_id(effect_id)?;
         let stream = self.load(j, &effect_stream(effect_id))?;
         if stream.entries.is_empty() {
             return Err(GateError::UnknownEffect(effect_id.into()));
         }
-        Ok(recorded_proposal(&stream)?.target.name)
+        recorded_proposal(&stream)
     }
 
     pub fn submit(

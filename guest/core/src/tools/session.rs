@@ -292,15 +292,8 @@ impl ToolSession {
                     }));
                 }
                 Ask::Sleep(ms) => {
-                    let (id, ms) = (self.take_id(), *ms);
-                    self.pending.insert(
-                        id,
-                        Pending::Step {
-                            tool,
-                            step,
-                            waiting,
-                        },
-                    );
+                    let ms = *ms;
+                    let id = self.wait_on(tool, step, waiting);
                     return Ok(ToolNext::Sleep { id, ms });
                 }
                 // A tool's authority is a lease or an approval, never a host check.
@@ -348,15 +341,7 @@ impl ToolSession {
             };
             match call {
                 Ok((call, timeout_ms)) => {
-                    let id = self.take_id();
-                    self.pending.insert(
-                        id,
-                        Pending::Step {
-                            tool,
-                            step,
-                            waiting,
-                        },
-                    );
+                    let id = self.wait_on(tool, step, waiting);
                     return Ok(ToolNext::Call {
                         id,
                         call,
@@ -451,6 +436,20 @@ impl ToolSession {
             call,
             timeout_ms,
         }
+    }
+
+    /// Keeps `step` until the host answers it; the id to answer with.
+    fn wait_on(&mut self, tool: String, step: Step, waiting: bool) -> u64 {
+        let id = self.take_id();
+        self.pending.insert(
+            id,
+            Pending::Step {
+                tool,
+                step,
+                waiting,
+            },
+        );
+        id
     }
 
     fn take_id(&mut self) -> u64 {
