@@ -98,8 +98,7 @@ export async function bundle({ quiet = false } = {}) {
       conditions: ['workerd', 'worker', 'browser'],
       // Node's modules come from the runtime (nodejs_compat, the default at this date).
       external: ['cloudflare:*', 'node:*', ...builtinModules],
-      loader: { '.sql': 'text' },
-      alias: w.name === 'agent' ? { 'cloudflare:email': join(root, 'examples/agent/email-stub.js') } : {},
+      alias: { ...(w.name === 'agent' ? { 'cloudflare:email': join(root, 'examples/agent/email-stub.js') } : {}), '@interlock/gate/workerd': join(node, 'src/load-workerd.js') /*TEMP*/ },
       logLevel: quiet ? 'error' : 'warning',
       plugins: [workerd(wasm)],
     });

@@ -1,7 +1,7 @@
 // The gate as a Cloudflare Worker: the HTTP API of docs/http-api.yaml, one Durable Object
 // per journal. The Worker hands each request to the object its path names; the object
-// holds one gate component instance over its own SQLite storage (SqlJournal over
-// ctx.storage.sql), and the component's `http-api` answers it: the token, the routes and
+// holds one gate component instance over its own SQLite storage (the component's SQL
+// journal over ctx.storage.sql, @interlock/gate/workerd), and the component's `http-api` answers it: the token, the routes and
 // every decision are the component's, as in `interlock serve`.
 //
 // Which runtime guarantee carries which invariant (hosts/edge/README.md says more):
@@ -13,13 +13,8 @@
 //   at its end; until the commit is done, every outgoing message (a fetch to the target, a
 //   response) is held. INTERLOCK_EXPLICIT_SYNC=1 also awaits ctx.storage.sync() before
 //   anything leaves (GateApi's flush), for a runtime without it.
-import SCHEMA from './schema.js';
-import { gateRoot } from '../../node/src/gate.js';
-import { SystemClock } from '../../node/src/clock.js';
-import { SqlJournal } from './sql-journal.js';
+import { gateComponent, durableObjectStorage } from '@interlock/gate/workerd';
 import { GateApi, toResponse } from './api.js';
-import { JournalError } from '../../node/src/errors.js';
-import { gateComponent } from './load-workerd.js';
 
 /**
  * @typedef {{ INTERLOCK_TOKEN?: string, INTERLOCK_TARGETS?: string, INTERLOCK_RECEIPT_KEY?: string, INTERLOCK_STRICT_AUTHORITY?: string,
@@ -29,14 +24,27 @@ import { gateComponent } from './load-workerd.js';
 /** The settings the component's http-api takes, from the Worker's bindings. */
 const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY', 'INTERLOCK_STRICT_AUTHORITY'];
 
+/** The wall clock the component imports. */
+const CLOCK = {
+  now() {
+    const ms = Date.now();
+    return { seconds: BigInt(Math.floor(ms / 1000)), nanoseconds: (ms % 1000) * 1_000_000 };
+  },
+  resolution: () => ({ seconds: 0n, nanoseconds: 1_000_000 }),
+};
+
 /**
- * The component's `http-api` over `journal`, configured from the Worker's bindings (wrong
- * settings: it answers every request 500, saying what is wrong).
- * @param {any} journal
+ * A gate component instance over `storage`, its `http-api` configured from the Worker's
+ * bindings (wrong settings: it answers every request 500, saying what is wrong).
+ * @param {any} storage the `interlock:gate/storage` import
  * @param {Env} env
  */
-async function httpApi(journal, env) {
-  const root = await gateRoot(gateComponent(), { journal, clock: new SystemClock() });
+export async function gateInstance(storage, env) {
+  const component = gateComponent();
+  const root = await component.instantiate(component.getCoreModule, {
+    'interlock:gate/storage': storage,
+    'wasi:clocks/wall-clock': CLOCK,
+  });
   /** @type {[string, string][]} */
   const settings = [];
   for (const k of SETTINGS) {
@@ -48,18 +56,7 @@ async function httpApi(journal, env) {
   } catch {
     // Wrong settings: the component answers 500 to every request, saying what is wrong.
   }
-  return root.httpApi;
-}
-
-/** The DO's storage as the synchronous handle SqlJournal takes. */
-function doSql(/** @type {DurableObjectStorage} */ storage) {
-  return {
-    all: (/** @type {string} */ sql, /** @type {unknown[]} */ ...p) => storage.sql.exec(sql, ...p).toArray(),
-    run: (/** @type {string} */ sql, /** @type {unknown[]} */ ...p) => {
-      storage.sql.exec(sql, ...p).toArray();
-    },
-    transaction: (/** @type {() => any} */ fn) => storage.transactionSync(fn),
-  };
+  return root;
 }
 
 export class InterlockJournal {
@@ -85,9 +82,10 @@ export class InterlockJournal {
   async #start() {
     // Only requests with the token get here (the front asks `refusal` first).
     const storage = this.ctx.storage;
-    const journal = SqlJournal.open(doSql(storage), `Durable Object journal ${this.ctx.id}`, SCHEMA);
+    const root = await gateInstance(durableObjectStorage(storage, `Durable Object journal ${this.ctx.id}`), this.env);
+    root.journalAdmin.open('sqlite');
     const explicit = this.env.INTERLOCK_EXPLICIT_SYNC === '1';
-    return new GateApi(await httpApi(journal, this.env), { flush: explicit ? () => storage.sync() : undefined });
+    return new GateApi(root.httpApi, { flush: explicit ? () => storage.sync() : undefined });
   }
 
   /** @param {Request} request */
@@ -97,10 +95,10 @@ export class InterlockJournal {
   }
 }
 
-/** A journal the front never has: every call fails (the front only checks the token). */
-const NO_JOURNAL = new Proxy({}, {
+/** The front's storage: none (it only checks the token; no journal is opened there). */
+const NO_STORAGE = new Proxy({}, {
   get: () => () => {
-    throw new JournalError('other', 'the Worker front holds no journal');
+    throw { tag: 'unsupported', val: 'the Worker front holds no journal' };
   },
 });
 
@@ -116,8 +114,8 @@ export default {
    * @param {Env} env
    */
   async fetch(request, env) {
-    front ??= httpApi(NO_JOURNAL, env);
-    const refused = (await front).refusal(request.headers.get('authorization') ?? undefined);
+    front ??= gateInstance(NO_STORAGE, env);
+    const refused = (await front).httpApi.refusal(request.headers.get('authorization') ?? undefined);
     if (refused) return toResponse(refused);
     const name = /^\/v1\/journals\/([^/]*)/.exec(new URL(request.url).pathname)?.[1] ?? '';
     return env.JOURNALS.get(env.JOURNALS.idFromName(name)).fetch(request);

@@ -1,26 +1,29 @@
-// A test Worker: the conformance runner (tests/conformance/runner, the one interpreter of
-// the vectors) inside a Durable Object, driving gate instances over that object's own
-// SQLite journal (SqlJournal over ctx.storage.sql), exactly as the production Worker
-// stores it. Node's driver (hosts/node/conformance/driver.js) is used as it is, given the
-// runner made from the Worker's modules (its `runner` option: a Worker cannot read files).
-// Same bearer-token front as the production Worker.
+// A test Worker: the journal contract suite and the conformance vectors inside Durable
+// Objects, over each object's own SQLite through the storage the production Worker gives
+// the gate (@interlock/gate/workerd's durableObjectStorage). Same bearer-token front as the
+// production Worker; one object per case and per vector (the path's journal name).
+//
+//   GET  /v1/journals/<any>/contract          the suite's SQLite cases (names)
+//   POST /v1/journals/<case>/contract/<case>  runs one case on that object's empty storage
 import worker from '../src/worker.js';
-import SCHEMA from '../src/schema.js';
-import { runVector } from '../../node/conformance/driver.js';
-import { SqlJournal } from '../src/sql-journal.js';
-import { gateComponent, getter } from '../src/load-workerd.js';
-import { GateComponent } from '../../node/src/gate.js';
-import { instantiate } from '../../node/conformance/gen/conformance_runner.js';
-import r1 from '../../node/conformance/gen/conformance_runner.core.wasm';
-import r2 from '../../node/conformance/gen/conformance_runner.core2.wasm';
-import r3 from '../../node/conformance/gen/conformance_runner.core3.wasm';
+import { durableObjectStorage } from '@interlock/gate/workerd';
+import { instantiate as instantiateContract } from '../../node/conformance/gen/contract/journal_contract.js';
+import c1 from '../../node/conformance/gen/contract/journal_contract.core.wasm';
+import c2 from '../../node/conformance/gen/contract/journal_contract.core2.wasm';
+import c3 from '../../node/conformance/gen/contract/journal_contract.core3.wasm';
 
-/** Read by the driver in place of loading conformance/gen from files (see bundle.js). */
-const runner = new GateComponent(instantiate, getter({
-  'conformance_runner.core.wasm': r1,
-  'conformance_runner.core2.wasm': r2,
-  'conformance_runner.core3.wasm': r3,
-}));
+/** @type {Record<string, WebAssembly.Module>} */
+const CONTRACT = {
+  'journal_contract.core.wasm': c1,
+  'journal_contract.core2.wasm': c2,
+  'journal_contract.core3.wasm': c3,
+};
+
+/** The contract suite (dist/journal_contract.wasm) over `storage`. */
+async function contractSuite(storage) {
+  const root = await instantiateContract(async (name) => CONTRACT[name], { 'interlock:gate/storage': storage });
+  return root.suite;
+}
 
 export class InterlockJournal {
   /** @param {DurableObjectState} ctx */
@@ -28,17 +31,23 @@ export class InterlockJournal {
     this.ctx = ctx;
   }
 
-  /** POST /conformance {vector, pins}: the runner's report over this object's journal. */
-  async fetch(/** @type {Request} */ request) {
-    const { vector, pins } = await request.json();
-    const storage = this.ctx.storage;
-    const journal = SqlJournal.open({
-      all: (sql, ...p) => storage.sql.exec(sql, ...p).toArray(),
-      run: (sql, ...p) => void storage.sql.exec(sql, ...p).toArray(),
-      transaction: (fn) => storage.transactionSync(fn),
-    }, `Durable Object journal ${this.ctx.id}`, SCHEMA);
-    const report = await runVector(vector, { gate: gateComponent(), journal, storage: { bytes: () => journal.bytes() }, host: 'edge', pins, runner });
-    return Response.json(report);
+  /** @param {Request} request */
+  async fetch(request) {
+    const path = new URL(request.url).pathname.replace(/^\/v1\/journals\/[^/]*/, '');
+    const storage = durableObjectStorage(this.ctx.storage, `Durable Object journal ${this.ctx.id}`);
+    if (request.method === 'GET' && path === '/contract') {
+      return Response.json((await contractSuite(storage)).cases('sqlite'));
+    }
+    const name = /^\/contract\/(.+)$/.exec(path)?.[1];
+    if (request.method === 'POST' && name) {
+      try {
+        (await contractSuite(storage)).run(decodeURIComponent(name), 'sqlite');
+        return Response.json({ failure: null });
+      } catch (e) {
+        return Response.json({ failure: String(/** @type {any} */ (e)?.payload ?? e) });
+      }
+    }
+    return new Response('no such test route', { status: 404 });
   }
 }
 

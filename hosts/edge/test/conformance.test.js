@@ -1,8 +1,12 @@
-// Every vector in tests/conformance through the Worker in workerd: the runner runs inside a
-// Durable Object over that object's SQLite journal (test/conformance-worker.js), one object
-// per vector, and checks each vector's expectations and its journal pin (every entry + "\n"
-// in append order: the bytes every host writes). The torn-tail vectors need a file journal
-// and are skipped by the runner, saying so. Skip key: `edge`.
+// The journal contract suite and every vector in tests/conformance through the Worker in
+// workerd, inside Durable Objects over each object's SQLite, with the storage the production
+// Worker gives the gate (test/conformance-worker.js):
+// - the contract suite (dist/journal_contract.wasm, the cases every host's storage passes):
+//   each SQLite case in its own object, on empty storage;
+// - the vectors: the runner, one object per vector, checks each vector's expectations and its
+//   journal pin (every entry + "\n" in append order: the bytes every host writes). The
+//   torn-tail vectors need a file journal and are skipped by the runner, saying so. Skip
+//   key: `edge`.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -25,6 +29,20 @@ before(async () => {
 after(async () => {
   await w?.stop();
   cleanup(disk);
+});
+
+test('workerd: every SQLite case of the journal contract suite, on Durable Object storage', async () => {
+  const cases = await api(w.url, 'cases', 'GET', '/contract');
+  assert.equal(cases.status, 200, cases.text);
+  assert.ok(cases.json.length > 10, cases.text);
+  const failures = [];
+  for (const name of cases.json) {
+    const r = await api(w.url, `case-${name}`, 'POST', `/contract/${encodeURIComponent(name)}`);
+    assert.equal(r.status, 200, `${name}: ${r.text}\n${w.log().slice(-2000)}`);
+    if (r.json.failure !== null) failures.push(`${name}: ${r.json.failure}`);
+  }
+  assert.deepEqual(failures, []);
+  console.log(`journal contract (workerd, Durable Object storage): ${cases.json.length} cases passed`);
 });
 
 vectors.forEach(({ file, vector: v }, i) => {
