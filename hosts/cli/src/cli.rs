@@ -1,0 +1,396 @@
+//! The command line: every command, its arguments and its help text (clap).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use interlock_payments_sim::Tier;
+
+const AFTER_HELP: &str = "\
+Interlock journals an agent's side effect (say, a $20 refund) before it is sent, re-checks
+its authority and premises right before the send and after any crash, and recovers by what
+the target service can do: retry under the idempotency key (tier 1), look the effect up
+(tier 2), or say AMBIGUOUS and hand it to a person (tier 3).
+
+Start here:
+  interlock demo 2          a refund, a crash after the send, a restart: paid once
+  interlock demo naive      the same without the gate: paid twice
+
+Then look at what the demo left behind (its folder is printed at the end):
+  interlock verify .interlock-demo/2
+  interlock receipt .interlock-demo/2 EFFECT_ID
+
+An operator acts on a journal with:
+  interlock lease grant DIR NAME --for 48h    authority for proposals naming the lease
+  interlock lease revoke DIR NAME
+  interlock approve DIR FILE                  an approval (JSON; FILE `-` reads stdin)
+  interlock revoke-approval DIR ID
+
+Every command acts on an existing journal folder and refuses a missing one, except
+`lease grant`, which creates it (granting the first lease is how a journal is set up), and
+`demo`. Where a folder goes, a shared journal's URL works too: sqlite:///path/journal.db
+(many processes on one machine) or postgres://user@host/db (many machines); `recover` then
+needs --payments FILE. A URL of anything else (file://) is refused. Bad input records
+nothing.
+
+--json prints one JSON document on stdout: for `recover` the list of outcomes
+({effect_id, state, reason, executed, replayed, retry_after_ms, result, changed,
+return_to}, spelled as the journal spells them: COMMITTED, conflicting_payload), for
+`verify` the report ({ok, streams, entries, problems}), for `receipt` the receipt, for
+the others {\"ok\": true, ...}. A failure is then also on stdout, as
+{\"error\": {\"kind\", \"message\", \"field\"}} (`field`: the JSON pointer of an
+invalid_field, with `problem`), and nothing is written to stderr. Without --json a failure
+is one line on stderr.
+
+Exit codes:
+  0  ok
+  1  the journal fails verification (a broken hash chain, an unparsable or torn line), or
+     `recover` left an effect AMBIGUOUS or still open, or failed on one: a person must look
+  2  usage or input error: bad arguments, invalid JSON or fields, a missing file or
+     folder, a URL that names no journal, a journal that is locked or cannot be opened
+
+The gate component is found with --wasm, $INTERLOCK_WASM, the build output of
+`bash scripts/build-wasm.sh`, or next to this program.";
+
+const GRANT_HELP: &str = "\
+DIR is created when it does not exist (its parent must): granting the first lease is how a
+journal is set up. A grant the gate refuses (an empty name, say) creates nothing.
+The latest grant or revoke of a lease is what counts: granting again moves its expiry to the
+new time, and grants a revoked lease anew.
+
+Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
+
+const APPROVE_HELP: &str = "\
+The approval (schema: ARCHITECTURE.md, \"Approval\"):
+  {\"approval\": \"apr-7\", \"approver\": \"manager@shop\",
+   \"request\": {\"key\": \"refund:order_881\", \"effect\": {\"order\": \"order_881\", \"amount_cents\": 2000}},
+   \"premises_seen\": {\"eligible\": true}, \"expires_at_ms\": 1800000000000}
+It authorizes exactly the request whose key (or effect, without a key) it names; a proposal
+names it as {\"authority\": {\"approval\": \"apr-7\"}}. Recording the same approval twice is
+harmless; another request under an existing id is refused (invalid_field at /approval).
+
+Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
+
+const MCP_HELP: &str = "\
+  interlock mcp-proxy --config interlock.mcp.json -- python3 payments_server.py
+The configuration (the original's format; ARCHITECTURE.md, \"Tool gating\"):
+  {\"journal_dir\": \".interlock/mcp\",
+   \"tools\": {\"create_refund\": {
+     \"key\": [\"order_id\"],
+     \"premises\": {\"tool\": \"get_order\", \"arguments\": {\"order_id\": \"order_id\", \"excluding\": \"$effect_id\"}, \"fields\": [\"refunded_total\"]},
+     \"lookup\": {\"tool\": \"find_refund\", \"arguments\": {\"reference\": \"$effect_id\"}, \"found\": \"found\"},
+     \"idempotency_argument\": \"reference\",
+     \"authority\": {\"lease\": \"refund-agent\"}}}}
+Before it serves a call the proxy recovers every effect a crash left open. A call that is
+not done (REFUSED, AMBIGUOUS, a bad call) answers isError with what changed and who to ask;
+the outcome is in the result's structuredContent (and in _meta \"interlock/outcome\").
+
+Exit codes: 0 the agent disconnected; 2 a bad configuration (at its JSON pointer) or an
+upstream that does not start.";
+
+const SERVE_HELP: &str = "\
+  INTERLOCK_TOKEN=secret interlock serve .interlock/http --targets targets.json
+The API is docs/http-api.yaml, the Worker's (hosts/edge): every request carries
+`Authorization: Bearer <INTERLOCK_TOKEN>`; journals are /v1/journals/{name}/..., each a
+subfolder of the folder given (or one shared journal's URL, served as --name). The
+component (dist/interlock_http.wasm, world http-gate) decides everything; it reads its
+settings from the environment this passes it: INTERLOCK_TOKEN (required), INTERLOCK_TARGETS
+(or --targets FILE: the HTTP targets it performs itself), INTERLOCK_RECEIPT_KEY and
+INTERLOCK_STRICT_AUTHORITY (1: a proposal naming no lease or approval is refused; by default
+it runs under its agent's standing lease).
+
+Prints `listening on http://HOST:PORT` once it accepts requests. Exit codes: 2 a missing
+token, bad targets or a component that does not load.";
+
+const REVOKE_HELP: &str = "\
+Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
+
+#[derive(Parser)]
+#[command(name = "interlock", version, about = "A safety gate for an AI agent's side effects", after_help = AFTER_HELP)]
+pub(crate) struct Cli {
+    /// Use a fake wall clock fixed at this Unix time in milliseconds, for reproducible runs
+    /// (waits advance it instead of sleeping).
+    #[arg(long, global = true, value_name = "MS")]
+    pub(crate) clock_ms: Option<u64>,
+    /// The gate component (.wasm).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub(crate) wasm: Option<PathBuf>,
+    /// Print one JSON document on stdout, failures included (`interlock --help` says which).
+    #[arg(long, global = true)]
+    pub(crate) json: bool,
+    /// How long to wait for the lock of a file journal another writer holds (default 5000;
+    /// 0: fail at once).
+    #[arg(long, global = true, value_name = "MS")]
+    pub(crate) lock_wait_ms: Option<u64>,
+    #[command(subcommand)]
+    pub(crate) command: Cmd,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum Cmd {
+    /// Run the story of the fault catalogue: a $20 refund, a crash after the send, a restart.
+    Demo {
+        /// `naive` (no gate, plain retry) or the payments API's tier: 1 (dedupes),
+        /// 2 (lookup), 3 (neither).
+        mode: Mode,
+        /// Where the journal and the payments state go [default: ./.interlock-demo/MODE].
+        /// Wiped at start, so it must be empty or an earlier demo's folder.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Keep the journal in this new shared journal instead (sqlite:///path.db,
+        /// postgres://...): the worker that crashes and the one that recovers are two
+        /// processes on one database, as on two machines. The payments state stays in DIR.
+        #[arg(long, value_name = "URL")]
+        journal: Option<PathBuf>,
+    },
+    /// Recover every open effect in a journal against the payments service (exit 1 when
+    /// one is left AMBIGUOUS or open).
+    Recover {
+        /// The journal: a folder, or a shared journal's URL (sqlite:///path/journal.db,
+        /// postgres://user@host/db).
+        dir: PathBuf,
+        /// The payments service's state file [default: DIR/payments.json; required for a URL].
+        #[arg(long, value_name = "FILE")]
+        payments: Option<PathBuf>,
+        /// Leave effects whose claim another worker still holds to that worker (reported
+        /// open, `claim_live`) instead of waiting the claims out: for one of many recovering
+        /// workers on a shared journal.
+        #[arg(long)]
+        no_wait: bool,
+    },
+    /// Verify every stream's hash chain (exit 1 on any problem, a torn last line included;
+    /// 2 when it cannot be checked: no folder, locked, an unreadable receipt).
+    Verify {
+        /// The journal: a folder, or a shared journal's URL (sqlite:///path/journal.db,
+        /// postgres://user@host/db).
+        dir: PathBuf,
+        /// Receipts (JSON files) that pin their streams, so truncation is caught too.
+        #[arg(long = "receipt", value_name = "FILE")]
+        receipts: Vec<PathBuf>,
+    },
+    /// Print an effect's receipt as JSON.
+    Receipt {
+        /// The journal: a folder, or a shared journal's URL (sqlite:///path/journal.db,
+        /// postgres://user@host/db).
+        dir: PathBuf,
+        /// The effect id (32 hex digits).
+        effect: String,
+        /// Sign the receipt with HMAC-SHA256 under the bytes of this file.
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
+    },
+    /// Cut a torn last line off a journal (it is saved to a side file first).
+    Repair {
+        /// The journal: a folder, or a shared journal's URL (sqlite:///path/journal.db,
+        /// postgres://user@host/db).
+        dir: PathBuf,
+    },
+    /// Grant or revoke a lease: the authority a proposal names as `authority.lease`.
+    Lease {
+        #[command(subcommand)]
+        action: LeaseCmd,
+    },
+    /// Record an approval: authority for exactly one request. Durable on return.
+    #[command(after_help = APPROVE_HELP)]
+    Approve {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The approval JSON, or `-` to read it from stdin.
+        file: PathBuf,
+    },
+    /// Revoke an approval: every later dispatch or recovery under it is refused. Durable.
+    #[command(after_help = REVOKE_HELP)]
+    RevokeApproval {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The approval's id (its `approval` field).
+        id: String,
+    },
+    /// Put the gate in front of an MCP server: the agent talks to this proxy instead, with no
+    /// code change on either side. Only the tools the configuration names are gated.
+    #[command(after_help = MCP_HELP)]
+    McpProxy {
+        /// The configuration (JSON): which tools are effects, their key, premise tool, lookup
+        /// tool and idempotency argument (ARCHITECTURE.md, "Tool gating").
+        #[arg(long, value_name = "FILE")]
+        config: PathBuf,
+        /// Serve MCP over Streamable HTTP at http://HOST:PORT/mcp instead of stdio.
+        #[arg(long, value_name = "HOST:PORT")]
+        listen: Option<String>,
+        /// The real server over Streamable HTTP, instead of a command to start.
+        #[arg(long, value_name = "URL", conflicts_with = "command")]
+        upstream: Option<String>,
+        /// The agent the journal names as proposing each effect.
+        #[arg(long, default_value = "mcp-proxy")]
+        agent: String,
+        /// The lease gated calls are made under when their tool's configuration names no
+        /// authority (grant it first: `interlock lease grant JOURNAL NAME --for 48h`).
+        /// Without it (and without --strict) such calls run under the agent's standing
+        /// lease, granted and recorded at first use; the proxy says so on stderr at start.
+        #[arg(long, value_name = "NAME")]
+        lease: Option<String>,
+        /// Strict authority: refuse to start when a gated tool names no authority and no
+        /// --lease is given, instead of running it under the agent's standing lease.
+        #[arg(long)]
+        strict: bool,
+        /// The journal (a folder or a shared journal's URL) [default: the configuration's
+        /// `journal_dir`, else .interlock/mcp].
+        #[arg(long, value_name = "DIR|URL")]
+        journal: Option<PathBuf>,
+        /// The real server's command and its arguments.
+        #[arg(last = true, value_name = "SERVER COMMAND")]
+        command: Vec<String>,
+    },
+    /// Serve the gate's HTTP API (docs/http-api.yaml) from the wasi:http component, one
+    /// instance per journal, as the Cloudflare Worker serves it from a Durable Object.
+    #[command(after_help = SERVE_HELP)]
+    Serve {
+        /// The journals: a folder (one subfolder per journal name), or a shared journal's URL
+        /// (sqlite:///..., postgres://...), served as the one journal --name.
+        journals: PathBuf,
+        /// Where to listen (port 0: any free port, printed).
+        #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8787")]
+        listen: std::net::SocketAddr,
+        /// The HTTP targets the server performs itself (JSON; docs/http-api.yaml), instead
+        /// of INTERLOCK_TARGETS.
+        #[arg(long, value_name = "FILE")]
+        targets: Option<PathBuf>,
+        /// The journal's name when JOURNALS is a shared journal's URL.
+        #[arg(long, default_value = "main")]
+        name: String,
+        /// The wasi:http component [default: dist/interlock_http.wasm, or $INTERLOCK_HTTP_WASM].
+        #[arg(long, value_name = "PATH")]
+        component: Option<PathBuf>,
+    },
+    /// The demo's child processes (run by `demo`).
+    #[command(hide = true)]
+    DemoChild {
+        #[arg(long)]
+        dir: PathBuf,
+        #[arg(long)]
+        phase: Phase,
+        #[arg(long)]
+        journal: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum LeaseCmd {
+    /// Grant, or extend, a lease until a time. Durable on return.
+    #[command(after_help = GRANT_HELP)]
+    Grant {
+        /// The journal folder (created when missing, see below).
+        dir: PathBuf,
+        /// The lease's name, as proposals give it in `authority.lease`.
+        name: String,
+        #[command(flatten)]
+        until: Until,
+    },
+    /// Revoke a lease: every later dispatch or recovery under it is refused. Durable.
+    #[command(after_help = REVOKE_HELP)]
+    Revoke {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The lease's name.
+        name: String,
+    },
+}
+
+/// When a granted lease expires: one of the two.
+#[derive(Args)]
+#[group(required = true, multiple = false)]
+pub(crate) struct Until {
+    /// Until this Unix time in milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub(crate) until_ms: Option<u64>,
+    /// For this long from now (the --clock-ms clock): a whole number and a unit, ms, s, m,
+    /// h or d, such as 48h.
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_duration)]
+    pub(crate) for_ms: Option<u64>,
+}
+
+/// `48h` -> 172800000 (ms).
+pub(crate) fn parse_duration(s: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("{s:?} is not a duration: a whole number and a unit (ms, s, m, h, d), such as 48h")
+    };
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = s.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let unit_ms: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(unit_ms)
+        .ok_or_else(|| format!("{s:?} is too long"))
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Mode {
+    Naive,
+    #[value(name = "1")]
+    Tier1,
+    #[value(name = "2")]
+    Tier2,
+    #[value(name = "3")]
+    Tier3,
+}
+
+impl Mode {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::Naive => "naive",
+            Mode::Tier1 => "1",
+            Mode::Tier2 => "2",
+            Mode::Tier3 => "3",
+        }
+    }
+
+    pub(crate) fn tier(self) -> Tier {
+        match self {
+            Mode::Tier1 => Tier::ONE,
+            Mode::Tier2 => Tier::TWO,
+            // Plain retry sends no key, so the tier does not matter; 3 is the honest case.
+            Mode::Tier3 | Mode::Naive => Tier::THREE,
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Phase {
+    /// Gated: submit the proposal, die after the service committed.
+    Send,
+    /// No gate: refund, die before the ack.
+    NaiveSend,
+    /// No gate: the restarted process re-runs the step.
+    NaiveRerun,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("48h"), Ok(48 * 3_600_000));
+        assert_eq!(parse_duration("30m"), Ok(1_800_000));
+        assert_eq!(parse_duration("10s"), Ok(10_000));
+        assert_eq!(parse_duration("250ms"), Ok(250));
+        assert_eq!(parse_duration("2d"), Ok(172_800_000));
+        for bad in [
+            "",
+            "48",
+            "h",
+            "-1h",
+            "1.5h",
+            "1 h",
+            "1w",
+            "99999999999999999999d",
+        ] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+    }
+}
