@@ -1,6 +1,6 @@
 // The package under Deno, as an app would use it: a $20 refund gated over a SQLite journal
 // (node:sqlite) at the path given, against the simulated payments API (tier 2). Prints the
-// outcome as JSON.   deno run --allow-read --allow-write --allow-env=JCO_DEBUG deno/example.js /tmp/j.db
+// outcome as JSON.   deno run --allow-read --allow-write --allow-env deno/example.js /tmp/j.db
 import { Interlock, Payments, paymentsTarget } from './mod.js';
 
 const path = Deno.args[0];
@@ -21,4 +21,4 @@ const proposal = {
 const first = await gate.submit(proposal, target);
 const again = await gate.submit(proposal, target);
 console.log(JSON.stringify({ first, again, refunds: payments.refundCount(), verify: gate.verify() }));
-interlock.journal.close();
+interlock.storage.close();

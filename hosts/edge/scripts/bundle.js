@@ -12,7 +12,6 @@ import { readFileSync } from 'node:fs';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(root, 'dist');
-const node = resolve(root, '../node');
 
 /** Workers: entry, and the class of Durable Object each exports. */
 export const WORKERS = [
@@ -98,7 +97,7 @@ export async function bundle({ quiet = false } = {}) {
       conditions: ['workerd', 'worker', 'browser'],
       // Node's modules come from the runtime (nodejs_compat, the default at this date).
       external: ['cloudflare:*', 'node:*', ...builtinModules],
-      alias: { ...(w.name === 'agent' ? { 'cloudflare:email': join(root, 'examples/agent/email-stub.js') } : {}), '@interlock/gate/workerd': join(node, 'src/load-workerd.js') /*TEMP*/ },
+      alias: w.name === 'agent' ? { 'cloudflare:email': join(root, 'examples/agent/email-stub.js') } : {},
       logLevel: quiet ? 'error' : 'warning',
       plugins: [workerd(wasm)],
     });

@@ -83,7 +83,7 @@ await pay.close();
 // (SQLite journal, the payments component in process: no HTTP at all).
 const nodeScript = `
 const t0 = performance.now();
-const { Interlock, Payments, paymentsTarget } = await import(${JSON.stringify(join(ROOT, '../node/src/index.js'))});
+const { Interlock, Payments, paymentsTarget } = await import('@interlock/gate');
 const dir = process.argv[1];
 const payments = await Payments.inMemory('2');
 for (let i = 0; i < ${N + 1}; i++) payments.addOrder('o' + i, 1000000);
@@ -103,7 +103,7 @@ for (let i = 0; i < COLD; i++) {
   const dir = tempDir();
   const t0 = performance.now();
   const out = await new Promise((res, rej) => {
-    const p = spawn(process.execPath, ['--input-type=module', '-e', nodeScript, dir], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const p = spawn(process.execPath, ['--input-type=module', '-e', nodeScript, dir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
     let s = '';
     p.stdout.on('data', (d) => (s += d));
     p.on('exit', (c) => (c === 0 ? res(s) : rej(new Error(`node exited ${c}`))));

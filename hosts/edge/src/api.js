@@ -1,8 +1,11 @@
 // The gate's HTTP API (docs/http-api.yaml) for any runtime with fetch: the Worker's Durable
 // Object runs it. Every rule of the API (routes, the bearer token, the JSON, how a target's
 // HTTP answer becomes the gate's reply) is the component's `http-api` interface, the same
-// one `interlock serve` runs; this file moves a request in, performs the fetches and sleeps
-// the component asks for, and moves the response out.
+// one `interlock serve` runs; this file configures it from the Worker's bindings, moves a
+// request in, performs the fetches and sleeps the component asks for, and moves the
+// response out.
+import { gateComponent } from '@interlock/gate/workerd';
+import { gateRoot, SystemClock, StorageError } from '@interlock/gate/core';
 
 /**
  * @typedef {{ status: number, contentType: string, body: string, challenge: boolean }} ApiResponse
@@ -15,8 +18,52 @@
  *   resume(id: bigint, answer: ApiAnswer | undefined): ApiStep,
  *   abandon(id: bigint): void,
  *   unreadable(authorization: string | undefined, tooLarge: boolean, problem: string): ApiResponse,
+ *   refusal(authorization: string | undefined): ApiResponse | undefined,
  * }} HttpApi the component's `interlock:gate/http-api` export, as jco binds it
  */
+
+/** The settings the component's http-api takes, from the Worker's bindings. */
+export const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY', 'INTERLOCK_STRICT_AUTHORITY'];
+
+/**
+ * The `http-api` of a gate component instance, configured with the bindings `keys` of `env`
+ * (wrong settings: it answers every request 500, saying what is wrong).
+ * @param {{ httpApi: HttpApi }} root
+ * @param {Record<string, unknown>} env
+ * @param {string[]} [keys]
+ */
+export function configured(root, env, keys = SETTINGS) {
+  /** @type {[string, string][]} */
+  const settings = [];
+  for (const k of keys) {
+    const v = env[k];
+    if (typeof v === 'string' && v) settings.push([k, v]);
+  }
+  try {
+    root.httpApi.configure(settings);
+  } catch {
+    // Wrong settings: the component answers 500 to every request, saying what is wrong.
+  }
+  return root.httpApi;
+}
+
+/** A front's storage: none (a front only checks the token; it opens no journal). */
+const NO_STORAGE = new Proxy({}, {
+  get: () => () => {
+    throw new StorageError('unsupported', 'the Worker front holds no journal');
+  },
+});
+
+/**
+ * A Worker's front: the component's `http-api` over no journal, for its token rule
+ * (`refusal`) before a request reaches a Durable Object.
+ * @param {Record<string, unknown>} env
+ * @param {string[]} [keys]
+ */
+export async function front(env, keys) {
+  const root = await gateRoot(gateComponent(), { storage: /** @type {any} */ (NO_STORAGE), clock: new SystemClock() });
+  return configured(/** @type {any} */ (root), env, keys);
+}
 
 /** The largest request body read, in bytes: the API's (interlock_core::http_api::MAX_BODY_BYTES). */
 const MAX_BODY = 1 << 20;

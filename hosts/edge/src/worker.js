@@ -13,51 +13,14 @@
 //   at its end; until the commit is done, every outgoing message (a fetch to the target, a
 //   response) is held. INTERLOCK_EXPLICIT_SYNC=1 also awaits ctx.storage.sync() before
 //   anything leaves (GateApi's flush), for a runtime without it.
-import { gateComponent, durableObjectStorage } from '@interlock/gate/workerd';
-import { GateApi, toResponse } from './api.js';
+import { gateComponent, DurableObjectSql } from '@interlock/gate/workerd';
+import { openedRoot, SystemClock } from '@interlock/gate/core';
+import { GateApi, configured, front, toResponse } from './api.js';
 
 /**
  * @typedef {{ INTERLOCK_TOKEN?: string, INTERLOCK_TARGETS?: string, INTERLOCK_RECEIPT_KEY?: string, INTERLOCK_STRICT_AUTHORITY?: string,
  *   INTERLOCK_EXPLICIT_SYNC?: string, JOURNALS: any }} Env
  */
-
-/** The settings the component's http-api takes, from the Worker's bindings. */
-const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY', 'INTERLOCK_STRICT_AUTHORITY'];
-
-/** The wall clock the component imports. */
-const CLOCK = {
-  now() {
-    const ms = Date.now();
-    return { seconds: BigInt(Math.floor(ms / 1000)), nanoseconds: (ms % 1000) * 1_000_000 };
-  },
-  resolution: () => ({ seconds: 0n, nanoseconds: 1_000_000 }),
-};
-
-/**
- * A gate component instance over `storage`, its `http-api` configured from the Worker's
- * bindings (wrong settings: it answers every request 500, saying what is wrong).
- * @param {any} storage the `interlock:gate/storage` import
- * @param {Env} env
- */
-export async function gateInstance(storage, env) {
-  const component = gateComponent();
-  const root = await component.instantiate(component.getCoreModule, {
-    'interlock:gate/storage': storage,
-    'wasi:clocks/wall-clock': CLOCK,
-  });
-  /** @type {[string, string][]} */
-  const settings = [];
-  for (const k of SETTINGS) {
-    const v = env[/** @type {keyof Env} */ (k)];
-    if (v) settings.push([k, v]);
-  }
-  try {
-    root.httpApi.configure(settings);
-  } catch {
-    // Wrong settings: the component answers 500 to every request, saying what is wrong.
-  }
-  return root;
-}
 
 export class InterlockJournal {
   /**
@@ -82,10 +45,10 @@ export class InterlockJournal {
   async #start() {
     // Only requests with the token get here (the front asks `refusal` first).
     const storage = this.ctx.storage;
-    const root = await gateInstance(durableObjectStorage(storage, `Durable Object journal ${this.ctx.id}`), this.env);
-    root.journalAdmin.open('sqlite');
+    const journal = new DurableObjectSql(storage, `Durable Object journal ${this.ctx.id}`);
+    const root = await openedRoot(gateComponent(), { storage: journal, clock: new SystemClock() });
     const explicit = this.env.INTERLOCK_EXPLICIT_SYNC === '1';
-    return new GateApi(root.httpApi, { flush: explicit ? () => storage.sync() : undefined });
+    return new GateApi(configured(/** @type {any} */ (root), this.env), { flush: explicit ? () => storage.sync() : undefined });
   }
 
   /** @param {Request} request */
@@ -95,15 +58,8 @@ export class InterlockJournal {
   }
 }
 
-/** The front's storage: none (it only checks the token; no journal is opened there). */
-const NO_STORAGE = new Proxy({}, {
-  get: () => () => {
-    throw { tag: 'unsupported', val: 'the Worker front holds no journal' };
-  },
-});
-
-/** @type {Promise<any> | undefined} */
-let front;
+/** @type {Promise<import('./api.js').HttpApi> | undefined} */
+let gateFront;
 
 export default {
   /**
@@ -114,8 +70,8 @@ export default {
    * @param {Env} env
    */
   async fetch(request, env) {
-    front ??= gateInstance(NO_STORAGE, env);
-    const refused = (await front).httpApi.refusal(request.headers.get('authorization') ?? undefined);
+    gateFront ??= front(env);
+    const refused = (await gateFront).refusal(request.headers.get('authorization') ?? undefined);
     if (refused) return toResponse(refused);
     const name = /^\/v1\/journals\/([^/]*)/.exec(new URL(request.url).pathname)?.[1] ?? '';
     return env.JOURNALS.get(env.JOURNALS.idFromName(name)).fetch(request);

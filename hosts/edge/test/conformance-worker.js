@@ -1,12 +1,13 @@
 // A test Worker: the journal contract suite and the conformance vectors inside Durable
 // Objects, over each object's own SQLite through the storage the production Worker gives
-// the gate (@interlock/gate/workerd's durableObjectStorage). Same bearer-token front as the
+// the gate (@interlock/gate/workerd's DurableObjectSql). Same bearer-token front as the
 // production Worker; one object per case and per vector (the path's journal name).
 //
 //   GET  /v1/journals/<any>/contract          the suite's SQLite cases (names)
 //   POST /v1/journals/<case>/contract/<case>  runs one case on that object's empty storage
 import worker from '../src/worker.js';
-import { durableObjectStorage } from '@interlock/gate/workerd';
+import { DurableObjectSql } from '@interlock/gate/workerd';
+import { storageImport } from '@interlock/gate/core';
 import { instantiate as instantiateContract } from '../../node/conformance/gen/contract/journal_contract.js';
 import c1 from '../../node/conformance/gen/contract/journal_contract.core.wasm';
 import c2 from '../../node/conformance/gen/contract/journal_contract.core2.wasm';
@@ -19,9 +20,12 @@ const CONTRACT = {
   'journal_contract.core3.wasm': c3,
 };
 
-/** The contract suite (dist/journal_contract.wasm) over `storage`. */
+/**
+ * The contract suite (dist/journal_contract.wasm) over `storage`.
+ * @param {DurableObjectSql} storage
+ */
 async function contractSuite(storage) {
-  const root = await instantiateContract(async (name) => CONTRACT[name], { 'interlock:gate/storage': storage });
+  const root = await instantiateContract(async (name) => CONTRACT[name], { 'interlock:gate/storage': storageImport(storage) });
   return root.suite;
 }
 
@@ -34,7 +38,7 @@ export class InterlockJournal {
   /** @param {Request} request */
   async fetch(request) {
     const path = new URL(request.url).pathname.replace(/^\/v1\/journals\/[^/]*/, '');
-    const storage = durableObjectStorage(this.ctx.storage, `Durable Object journal ${this.ctx.id}`);
+    const storage = new DurableObjectSql(this.ctx.storage, `Durable Object journal ${this.ctx.id}`);
     if (request.method === 'GET' && path === '/contract') {
       return Response.json((await contractSuite(storage)).cases('sqlite'));
     }

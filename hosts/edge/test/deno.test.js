@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { ROOT, tempDir, cleanup } from './helpers.js';
-import { Interlock } from '../../node/src/index.js';
+import { Interlock } from '@interlock/gate';
 
 const DENO = join(ROOT, 'node_modules/.bin/deno');
 const deno = (args, dir) => execFileSync(DENO, ['run', '--allow-read', `--allow-write=${dir}`, '--allow-env', ...args], {

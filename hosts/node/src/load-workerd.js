@@ -14,6 +14,8 @@
 // gate holds every message until the batch's commit is durable, so `durable` asks nothing
 // more here (a runtime without one awaits `ctx.storage.sync()` before anything leaves).
 import { instantiate } from '../gen/gate/interlock_gate.js';
+import { GateComponent } from './component.js';
+import { StorageError } from './errors.js';
 // @ts-ignore a Worker's wasm module (no type: tsc knows no .wasm import)
 import gate1 from '../gen/gate/interlock_gate.core.wasm';
 // @ts-ignore
@@ -23,8 +25,7 @@ import gate3 from '../gen/gate/interlock_gate.core3.wasm';
 
 /**
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
- * @import { Statement, SqlValue } from '../gen/gate/interfaces/interlock-gate-storage.js'
- * @typedef {typeof import('../gen/gate/interfaces/interlock-gate-storage.js')} StorageImport
+ * @import { Storage, Statement, SqlValue } from './types.js'
  * @typedef {{
  *   columnNames: string[], raw(): IterableIterator<unknown[]>, toArray(): unknown[],
  * }} SqlCursor  a Durable Object's `SqlStorageCursor`, as used here
@@ -41,26 +42,17 @@ const MODULES = {
   'interlock_gate.core3.wasm': gate3,
 };
 
-/**
- * The gate component from the Worker's wasm modules: jco's `instantiate` and the core
- * modules it asks for (the shape `gateRoot` and the Gate take).
- */
-export const gateComponent = () => ({
-  instantiate: /** @type {typeof instantiate} */ (instantiate),
-  /** @param {string} name */
-  getCoreModule: async (name) => {
+/** @type {GateComponent<GateRoot> | undefined} */
+let gate;
+
+/** The gate component, from the Worker's wasm modules. */
+export function gateComponent() {
+  gate ??= new GateComponent(instantiate, (name) => {
     const m = MODULES[name];
     if (!m) throw new Error(`no core module ${name} in this Worker (its config lists gen/gate/*.wasm)`);
     return m;
-  },
-});
-
-/** A `sql-batch` statement that changed other than the rows it expected. */
-class UnexpectedChanges {
-  /** @param {number} index */
-  constructor(index) {
-    this.index = index;
-  }
+  });
+  return gate;
 }
 
 /**
@@ -88,48 +80,63 @@ function column(v, column, index) {
   if (typeof v === 'string') return { tag: 'text', val: v };
   if (typeof v === 'number' && Number.isSafeInteger(v)) return { tag: 'integer', val: BigInt(v) };
   const what = typeof v !== 'number' ? 'a blob' : Number.isInteger(v) ? `an integer past 2^53 (${v}), which a Durable Object does not read exactly` : 'a real number';
-  throw new Error(`column ${column} of statement ${index} is ${what}, neither integer nor text`);
+  throw new StorageError('io', `column ${column} of statement ${index} is ${what}, neither integer nor text`);
 }
 
 /**
- * The `interlock:gate/storage` import over a Durable Object's SQLite: `sql-batch` (dialect
- * sqlite); the file calls answer `unsupported`. `name` says which journal in error texts.
- * @param {DurableObjectStorage} storage
- * @param {string} name
- * @returns {StorageImport}
+ * A SQL journal's storage in a Durable Object's SQLite (dialect sqlite): `sql-batch`; the
+ * file calls answer `unsupported`.
+ * @implements {Storage}
  */
-export function durableObjectStorage(storage, name) {
-  const files = () => {
-    throw { tag: 'unsupported', val: `${name} is a SQL journal: it holds no files` };
-  };
-  return {
-    fileSize: files,
-    fileRead: files,
-    fileAppend: files,
-    fileSync: files,
-    fileTruncate: files,
-    fileReplace: files,
-    fileCreate: files,
-    /** @param {Statement[]} statements */
-    sqlBatch(statements) {
-      try {
-        return storage.transactionSync(() => statements.map((s, i) => {
-          const cursor = storage.sql.exec(s.sql, ...s.params.map(param));
-          if (cursor.columnNames.length > 0) return [...cursor.raw()].map((row) => row.map((v, c) => column(v, c, i)));
-          cursor.toArray();
-          if (s.expectChanges !== undefined) {
-            // SQLite's count of the rows the statement changed (a cursor's rowsWritten
-            // counts index writes too).
-            const [[changed]] = storage.sql.exec('SELECT changes()').raw();
-            if (BigInt(/** @type {number} */ (changed)) !== s.expectChanges) throw new UnexpectedChanges(i);
-          }
-          return [];
-        }));
-      } catch (e) {
-        // transactionSync rolled the batch back.
-        if (e instanceof UnexpectedChanges) throw { tag: 'unexpected-changes', val: e.index };
-        throw { tag: 'io', val: `${name}: ${/** @type {Error} */ (e)?.message ?? e}` };
-      }
-    },
-  };
+export class DurableObjectSql {
+  backend = /** @type {const} */ ('sqlite');
+
+  /**
+   * @param {DurableObjectStorage} storage the object's `ctx.storage`
+   * @param {string} name which journal, for error texts
+   */
+  constructor(storage, name) {
+    this.storage = storage;
+    this.name = name;
+  }
+
+  /**
+   * Runs `statements` as one transaction: each statement's rows, or nothing of it happens.
+   * @param {Statement[]} statements
+   * @returns {SqlValue[][][]}
+   */
+  sqlBatch(statements) {
+    const { storage } = this;
+    const { sql } = storage;
+    try {
+      // A throw inside rolls the whole batch back.
+      return storage.transactionSync(() => statements.map((s, i) => {
+        const cursor = sql.exec(s.sql, ...s.params.map(param));
+        if (cursor.columnNames.length > 0) return [...cursor.raw()].map((row) => row.map((v, c) => column(v, c, i)));
+        cursor.toArray();
+        if (s.expectChanges !== undefined) {
+          // SQLite's count of the rows the statement changed (a cursor's rowsWritten
+          // counts index writes too).
+          const [[changed]] = sql.exec('SELECT changes()').raw();
+          if (BigInt(/** @type {number} */ (changed)) !== BigInt(s.expectChanges)) throw new StorageError('unexpected-changes', i);
+        }
+        return [];
+      }));
+    } catch (e) {
+      if (e instanceof StorageError) throw e;
+      throw new StorageError('io', `${this.name}: ${/** @type {Error} */ (e)?.message ?? e}`);
+    }
+  }
+
+  /** @returns {never} */
+  fileSize() {
+    throw new StorageError('unsupported', `${this.name} is a SQL journal: it holds no files`);
+  }
+
+  fileRead = this.fileSize;
+  fileAppend = this.fileSize;
+  fileSync = this.fileSize;
+  fileTruncate = this.fileSize;
+  fileReplace = this.fileSize;
+  fileCreate = this.fileSize;
 }

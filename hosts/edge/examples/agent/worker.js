@@ -1,7 +1,8 @@
 // A refund agent on Cloudflare's Agents SDK whose tools are gated: the example a Workers
 // developer copies. The agent is a Durable Object (the SDK's Agent); its model calls tools;
-// create_refund goes through the gate (protect(), hosts/node/src/tools.js), whose journal is
-// the agent's own SQLite storage (SqlJournal over ctx.storage.sql), beside the SDK's tables.
+// create_refund goes through the gate (protect()'s loop, @interlock/gate/core), whose journal
+// is the agent's own SQLite storage (DurableObjectSql over ctx.storage.sql, from
+// @interlock/gate/workerd), beside the SDK's tables.
 // So a refund is proposed, checked against fresh premises, recorded durably before it is
 // sent, sent once under an idempotency key, and recovered after a crash by looking it up.
 //
@@ -10,15 +11,10 @@
 // The model is any OpenAI-compatible chat-completions endpoint (MODEL_URL); the payments
 // API is PAYMENTS_URL. The tool mapping (key, premises, lookup, idempotency argument) is
 // the gate's rule, given here as configuration only.
-import SCHEMA from '../../src/schema.js';
 import { Agent, routeAgentRequest } from 'agents';
-import { protectWith } from '../../../node/src/tools-core.js';
-import { gateComponent, gateComponentAsync } from '../../src/load-workerd.js';
-import { gateRoot } from '../../../node/src/gate.js';
-import { SystemClock } from '../../../node/src/clock.js';
-import { JournalError, Rejected } from '../../../node/src/errors.js';
-import { SqlJournal } from '../../src/sql-journal.js';
-import { toResponse } from '../../src/api.js';
+import { gateComponent, DurableObjectSql } from '@interlock/gate/workerd';
+import { protectWith, Rejected } from '@interlock/gate/core';
+import { front, toResponse } from '../../src/api.js';
 
 /** Which tools are effects, and how a call becomes one (ARCHITECTURE.md, "Tool gating"). */
 const GATING = {
@@ -88,15 +84,10 @@ export class RefundAgent extends Agent {
 
   tools() {
     this.#tools ??= (async () => {
-      const storage = this.ctx.storage;
-      const journal = SqlJournal.open({
-        all: (sql, ...p) => storage.sql.exec(sql, ...p).toArray(),
-        run: (sql, ...p) => void storage.sql.exec(sql, ...p).toArray(),
-        transaction: (fn) => storage.transactionSync(fn),
-      }, `agent ${this.name}`, SCHEMA);
+      const journal = new DurableObjectSql(this.ctx.storage, `agent ${this.name}`);
       // protect()'s loop with this Worker's parts: the gate from the Worker's modules, the
-      // journal the Durable Object's (passed as the object itself).
-      const host = { gateComponent: gateComponentAsync, openJournal: (/** @type {any} */ j) => j, ready: async () => {} };
+      // journal the Durable Object's storage (passed as it is).
+      const host = { gateComponent: async () => gateComponent(), openJournal: (/** @type {any} */ j) => j };
       const tools = await protectWith(host, paymentsTools(this.env.PAYMENTS_URL), GATING, {
         journal,
         agent: 'refund-agent',
@@ -148,38 +139,18 @@ export class RefundAgent extends Agent {
   }
 }
 
-/** A journal the front never has: every call fails (the front only checks the token). */
-const NO_JOURNAL = new Proxy({}, {
-  get: () => () => {
-    throw new JournalError('other', 'the front of the agents holds no journal');
-  },
-});
-
-/** @type {Promise<any> | undefined} the component's http-api, for its token rule only */
-let front;
-
-/**
- * The component's `http-api`, configured with this Worker's token alone (none set: it
- * refuses every request; a token it cannot take: it answers 500, saying why).
- * @param {{ INTERLOCK_TOKEN?: string }} env
- */
-async function tokenRule(env) {
-  const root = await gateRoot(gateComponent(), { journal: /** @type {any} */ (NO_JOURNAL), clock: new SystemClock() });
-  try {
-    root.httpApi.configure(env.INTERLOCK_TOKEN ? [['INTERLOCK_TOKEN', env.INTERLOCK_TOKEN]] : []);
-  } catch {
-    // Wrong settings: `refusal` answers 500 to every request, saying what is wrong.
-  }
-  return root.httpApi;
-}
+/** @type {Promise<import('../../src/api.js').HttpApi> | undefined} the component's http-api, for its token rule only */
+let tokenRule;
 
 export default {
   async fetch(request, env) {
     // The same front as the gate's Worker: nothing reaches an agent without the token, by the
     // component's rule (`http-api.refusal`: the Bearer scheme in any case, one or more spaces,
     // the token compared by the gate), never a second copy of it here.
-    front ??= tokenRule(env);
-    const refused = (await front).refusal(request.headers.get('authorization') ?? undefined);
+    // The component's http-api configured with this Worker's token alone (none set: it
+    // refuses every request; a token it cannot take: it answers 500, saying why).
+    tokenRule ??= front(env, ['INTERLOCK_TOKEN']);
+    const refused = (await tokenRule).refusal(request.headers.get('authorization') ?? undefined);
     if (refused) return toResponse(refused);
     return (await routeAgentRequest(request, env)) ?? Response.json({ error: { kind: 'not-found', message: 'no agent here' } }, { status: 404 });
   },
