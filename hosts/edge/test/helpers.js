@@ -7,6 +7,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync, existsSync } from 'node
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Payments } from '@interlock/gate';
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const WORKERD = join(ROOT, 'node_modules/.bin/workerd');
@@ -190,8 +191,6 @@ export function statesOnDisk(file) {
  * @param {{ tier?: string, orders?: Record<string, number>, onApply?: (info: any) => any, applyDelayMs?: number }} o
  */
 export async function paymentsServer({ tier = '2', orders = { order_881: 10000, order_900: 10000 }, onApply, applyDelayMs = 0 } = {}) {
-  // The package's payments simulator (imported here: the workerd-only tests need no Node host).
-  const { Payments } = await import('@interlock/gate');
   const service = await Payments.inMemory(tier);
   for (const [o, cents] of Object.entries(orders)) service.addOrder(o, cents);
   const stats = { applies: 0 };
