@@ -14,7 +14,7 @@
 //   response) is held. INTERLOCK_EXPLICIT_SYNC=1 also awaits ctx.storage.sync() before
 //   anything leaves (GateApi's flush), for a runtime without it.
 import { gateComponent, DurableObjectSql } from '@interlock/gate/workerd';
-import { openedRoot, SystemClock } from '@interlock/gate/core';
+import { gateRoot, SystemClock } from '@interlock/gate/core';
 import { GateApi, configured, front, toResponse } from './api.js';
 
 /**
@@ -23,6 +23,9 @@ import { GateApi, configured, front, toResponse } from './api.js';
  */
 
 export class InterlockJournal {
+  /** Whether `journal-admin.open` succeeded (until it does, each request tries it first). */
+  opened = false;
+
   /**
    * @param {DurableObjectState} ctx
    * @param {Env} env
@@ -30,7 +33,7 @@ export class InterlockJournal {
   constructor(ctx, env) {
     this.ctx = ctx;
     this.env = env;
-    /** @type {Promise<GateApi>} */
+    /** @type {Promise<{ root: any, api: GateApi }>} */
     this.ready = new Promise((resolve, reject) => {
       ctx.blockConcurrencyWhile(async () => {
         try {
@@ -46,14 +49,25 @@ export class InterlockJournal {
     // Only requests with the token get here (the front asks `refusal` first).
     const storage = this.ctx.storage;
     const journal = new DurableObjectSql(storage, `Durable Object journal ${this.ctx.id}`);
-    const root = await openedRoot(gateComponent(), { storage: journal, clock: new SystemClock() });
+    const root = await gateRoot(gateComponent(), { storage: journal, clock: new SystemClock() });
     const explicit = this.env.INTERLOCK_EXPLICIT_SYNC === '1';
-    return new GateApi(configured(/** @type {any} */ (root), this.env), { flush: explicit ? () => storage.sync() : undefined });
+    return { root, api: new GateApi(configured(root, this.env), { flush: explicit ? () => storage.sync() : undefined }) };
   }
 
   /** @param {Request} request */
   async fetch(request) {
-    const api = await this.ready;
+    const { root, api } = await this.ready;
+    if (!this.opened) {
+      // As `interlock serve` does: a journal that cannot be opened (a newer format, an I/O
+      // error) is left for the component to answer (every journal call fails with the
+      // open's error, 503), and the next request tries again.
+      try {
+        root.journalAdmin.open('sqlite');
+        this.opened = true;
+      } catch (e) {
+        if (!(/** @type {any} */ (e)?.payload)) throw e;
+      }
+    }
     return api.handle(request);
   }
 }
