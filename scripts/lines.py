@@ -9,8 +9,8 @@ docstrings), with tests and generated files counted apart.
 Areas: guest/ (the core and the component), adapters/ (Rust only: journal backends and
 targets), hosts/ by host, and the rest. A file is a test when it lives under a `test`,
 `tests` or `conformance` folder or is named like one (`test_*.py`, `*.test.js`,
-`tests.rs`); in a Rust source file, everything from a top-level `#[cfg(test)]` on is test
-code. Generated and vendored files (node_modules, jco's output, bundles, lock files,
+`tests.rs`); in a Rust source file, everything from a top-level `#[cfg(test)]` test module
+on is test code. Generated and vendored files (node_modules, jco's output, bundles, lock files,
 vendored WIT) are not counted. ARCHITECTURE.md states the goal this checks.
 """
 
@@ -104,7 +104,10 @@ def count(path: Path) -> tuple[int, int]:
     if lang == "rust":
         raw = text.splitlines()
         for i, line in enumerate(raw):
-            if line.startswith("#[cfg(test)]"):
+            # A test module (`#[cfg(test)]` then `mod`), not a test-only item such as
+            # `extern crate std;` at the top of a no_std crate.
+            following = next((r for r in raw[i + 1:] if r.strip()), "")
+            if line.startswith("#[cfg(test)]") and following.lstrip().startswith(("mod ", "pub mod ")):
                 cut = i
                 break
     code = sum(1 for line in lines[:cut] if line.strip())
