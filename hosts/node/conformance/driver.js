@@ -1,30 +1,27 @@
 // This host's driver of the conformance runner (tests/conformance/runner, the one
-// interpreter of the vectors, a component every host runs), in Node and in a browser. What
-// is here is this host's own: gate instances (jco) over a journal backend, a fake clock,
-// and the journal's storage operations. The step language, the world, the crash points,
-// the expectations and the pins are the runner's.
+// interpreter of the vectors, a component every host runs), in Node and in a browser, as
+// hosts/cli/src/conformance.rs is the CLI's. What is here is this host's own: gate
+// instances (jco) over one storage, a fake clock, and the storage operations `tear`,
+// `reopen` and `repair` act on, through the storage and the component's `journal-admin`.
+// The step language, the world, the crash points, the expectations and the pins are the
+// runner's; every gate and tools call it makes goes to the current worker as it is.
 //
 // One idiom of the browser shapes it: a page may not compile or instantiate a large wasm
 // module synchronously, and the runner asks for worker processes synchronously
 // (`new-worker`). So the gate instances a vector can need (the runner's `workers`) are
 // instantiated before the run, and `new-worker` hands out the next one.
-import { gateRoot, GateComponent } from '../src/gate.js';
+import { GateComponent, gateRoot } from '../src/component.js';
 import { FakeClock } from '../src/clock.js';
-import { JournalError } from '../src/errors.js';
+import { StorageError } from '../src/errors.js';
 
 /**
- * @import { JournalBackend } from '../src/types.js'
+ * @import { Storage } from '../src/types.js'
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
  * @typedef {{ id: string, steps: object[] } & Record<string, unknown>} Vector
  * @typedef {{
  *   id: string, skipped: string | undefined, failures: string[], journalSha256: string,
  *   refundedCents: number, refundRecords: number, tasks: Record<string, Record<string, unknown>>,
  * }} Report
- * @typedef {{
- *   bytes(): Uint8Array, tear?(bytes: number): void, reopen?(): JournalBackend, repair?(): void,
- * }} Storage  the journal's storage operations: `bytes` is the file's, or, for a journal that
- *   is not a file (memory, IndexedDB, SQLite, PostgreSQL), every entry followed by "\n" in
- *   append order; the last three only for a file journal
  */
 
 /** @type {Promise<GateComponent<any>> | undefined} */
@@ -55,71 +52,88 @@ export function runnerComponent() {
   return runner;
 }
 
-/** One journal behind every worker, which `reopen` replaces under them. */
-class SharedJournal {
-  /** @param {JournalBackend} journal */
-  constructor(journal) {
-    /** @type {JournalBackend | null} */
-    this.current = journal;
-  }
-  #j() {
-    if (!this.current) throw new JournalError('other', 'journal is closed');
-    return this.current;
-  }
-  /** @type {JournalBackend['append']} */
-  append(...a) { return this.#j().append(...a); }
-  /** @type {JournalBackend['read']} */
-  read(...a) { return this.#j().read(...a); }
-  /** @type {JournalBackend['length']} */
-  length(...a) { return this.#j().length(...a); }
-  openStreams() { return this.#j().openStreams(); }
-  streams() { return this.#j().streams(); }
-  sync() { return this.#j().sync(); }
-}
-
-const GATE_CALLS = ['submit', 'resume', 'recover', 'openEffects', 'setRoutes', 'setStrictAuthority', 'defaults', 'grantLease', 'revokeLease', 'approve', 'receipt', 'verify'];
-/** The gate's tool mapping (`interlock:gate/tools`), which the tool-gating vectors drive. */
-const TOOLS_CALLS = ['checkConfig', 'checkAuthority', 'checkTools', 'premiseCall', 'proposal', 'sendCall', 'lookupCall', 'premises', 'mcpAnswer', 'reply', 'found'];
+const JOURNAL = 'journal.jsonl';
 
 /**
- * Plays `vector` through the runner on this host's gate over `journal`.
- * `host`: the key in a vector's `skip` (`node`, `browser`); `storage`: the journal's bytes
- * and, for a file journal, tear/reopen/repair; `pins`: journal-pins.json as text (omit to
- * not compare); `note(event)`: the runner's events, for a person watching.
+ * One storage behind every worker, which `reopen` replaces under them.
+ * @param {Storage} first
+ */
+function shared(first) {
+  /** @type {{ current: Storage | null }} */
+  const at = { current: first };
+  const live = () => {
+    if (!at.current) throw new StorageError('io', 'journal is closed');
+    return at.current;
+  };
+  /** @type {Storage} */
+  const storage = {
+    backend: first.backend,
+    fileSize: (n) => live().fileSize(n),
+    fileRead: (n, o, l) => live().fileRead(n, o, l),
+    fileAppend: (n, a, b) => live().fileAppend(n, a, b),
+    fileSync: (n) => live().fileSync(n),
+    fileTruncate: (n, l) => live().fileTruncate(n, l),
+    fileReplace: (n, b) => live().fileReplace(n, b),
+    fileCreate: (n, b) => live().fileCreate(n, b),
+    sqlBatch: (s, w, d) => live().sqlBatch(s, w, d),
+  };
+  return { at, storage };
+}
+
+/**
+ * `fn()`, a `journal-admin` error as the runner's (`{ tag, val }`), any other failure as text.
+ * @template T
+ * @param {() => T} fn
+ */
+function adminCall(fn) {
+  try {
+    return fn();
+  } catch (e) {
+    throw /** @type {any} */ (e)?.payload ?? { tag: 'io', val: String(/** @type {Error} */ (e)?.message ?? e) };
+  }
+}
+
+/**
+ * Plays `vector` through the runner on this host's gate over `storage` (a new, empty one).
+ * `host`: the key in a vector's `skip` (`node`, `browser`); `reopen`: for a file journal,
+ * opens its storage again as a new process would (the runner's reopen, tear and repair need
+ * it); `pins`: journal-pins.json as text (omit to not compare); `note(event)`: the runner's
+ * events, for a person watching; `wrap(root, worker)`: to watch a worker's calls;
+ * `runner`: the runner component, where it cannot be loaded from files (else
+ * `runnerComponent()`).
  * @param {Vector} vector
- * `runner`: the runner component, where it cannot be loaded from files (a Worker's modules);
- * else `runnerComponent()`.
- * @param {{ gate: GateComponent<GateRoot>, journal: JournalBackend, storage: Storage, host: string,
+ * @param {{ gate: GateComponent<GateRoot>, storage: Storage, host: string, reopen?: () => Storage,
  *   pins?: string, note?: (event: any) => void, wrap?: (root: GateRoot, worker: number) => GateRoot,
  *   runner?: GateComponent<any> }} env
  * @returns {Promise<Report>}
  */
-export async function runVector(vector, { gate, journal, storage, host, pins, note, wrap, runner }) {
+export async function runVector(vector, { gate, storage: first, host, reopen, pins, note, wrap, runner }) {
   const component = runner ?? await runnerComponent();
-  const shared = new SharedJournal(journal);
+  const { at, storage } = shared(first);
   const clock = new FakeClock(0);
-  /** @type {Pick<GateRoot, 'gate' | 'tools'>[]} */
+  // A page may not instantiate a module synchronously, and the runner asks for workers
+  // synchronously: the instances a vector needs (and one for `journal-admin`) are made first.
+  /** @type {GateRoot[]} */
   const pool = [];
+  const admin = await gateRoot(gate, { storage, clock });
   let current = -1;
   let started = 0;
-  const live = () => {
-    if (current < 0) throw new Error('the runner called the gate with no worker alive');
-    return pool[current];
-  };
-  /** @type {Record<string, Function>} */
-  const forward = {};
-  /** @type {Record<string, Function>} */
-  const forwardTools = {};
-  // A gate export's `err` (jco throws it with a `payload`) crosses back as the same err.
-  for (const name of GATE_CALLS) forward[name] = (/** @type {unknown[]} */ ...args) => /** @type {any} */ (live().gate)[name](...args);
-  for (const name of TOOLS_CALLS) forwardTools[name] = (/** @type {unknown[]} */ ...args) => /** @type {any} */ (live().tools)[name](...args);
+  /** @param {'gate' | 'tools'} iface */
+  const forward = (iface) => new Proxy({}, {
+    get: (_, name) => (/** @type {unknown[]} */ ...args) => {
+      if (current < 0) throw new Error('the runner called the gate with no worker alive');
+      return /** @type {any} */ (pool[current][iface])[name](...args);
+    },
+  });
+  const isFile = storage.backend === 'file';
   const root = await component.instantiate(component.getCoreModule, {
-    'interlock:gate/gate': forward,
-    'interlock:gate/tools': forwardTools,
+    'interlock:gate/gate': forward('gate'),
+    'interlock:gate/tools': forward('tools'),
     'interlock:conformance/driver': {
       newWorker() {
         if (started >= pool.length) throw new Error(`the vector needs more than ${pool.length} workers`);
         current = started++;
+        adminCall(() => pool[current].journalAdmin.open(storage.backend));
         return current + 1;
       },
       /** @param {number} w */
@@ -132,28 +146,40 @@ export async function runVector(vector, { gate, journal, storage, host, pins, no
       },
       nowMs: () => BigInt(clock.nowMs()),
       advanceMs: (/** @type {bigint} */ ms) => clock.advance(Number(ms)),
-      journalBytes: () => storage.bytes(),
-      tearJournal(/** @type {bigint} */ bytes) {
-        if (!storage.tear) throw 'this journal is not a file';
-        storage.tear(Number(bytes));
+      journalBytes() {
+        if (isFile) {
+          const size = storage.fileSize(JOURNAL) ?? 0;
+          return size === 0 ? new Uint8Array() : storage.fileRead(JOURNAL, 0, size);
+        }
+        // The entries in append order, each followed by a newline: a file's bytes.
+        adminCall(() => admin.journalAdmin.open(storage.backend));
+        return new TextEncoder().encode(adminCall(() => admin.journalAdmin.entriesInOrder()).map((e) => `${e}\n`).join(''));
       },
-      reopenJournal() {
-        if (!storage.reopen) throw { tag: 'other', val: 'this journal is not a file' };
-        /** @type {any} */ (shared.current)?.close?.();
-        shared.current = null;
+      tearJournal(/** @type {bigint} */ bytes) {
         try {
-          shared.current = storage.reopen();
+          storage.fileTruncate(JOURNAL, Math.max(0, (storage.fileSize(JOURNAL) ?? 0) - Number(bytes)));
         } catch (e) {
-          if (e instanceof JournalError) throw { tag: e.tag, val: e.message };
-          throw e;
+          throw `cannot tear ${JOURNAL}: ${/** @type {Error} */ (e).message}`;
         }
       },
-      repairJournal() {
-        if (!storage.repair) throw 'this journal is not a file';
+      reopenJournal() {
+        if (!reopen) throw new Error('reopen-journal asked of a journal that is not a file');
+        // Closed under every instance (the folder's lock let go), then opened as a new
+        // process would: the journal opened over it says whether it is whole.
+        at.current?.close?.();
+        at.current = null;
         try {
-          storage.repair();
+          at.current = reopen();
         } catch (e) {
-          throw String(/** @type {Error} */ (e).message ?? e);
+          throw { tag: 'io', val: String(/** @type {Error} */ (e).message) };
+        }
+        adminCall(() => admin.journalAdmin.open(storage.backend));
+      },
+      repairJournal() {
+        try {
+          adminCall(() => admin.journalAdmin.repair());
+        } catch (e) {
+          throw String(/** @type {any} */ (e).val ?? e);
         }
       },
       note: (/** @type {string} */ event) => note?.(JSON.parse(event)),
@@ -163,18 +189,21 @@ export async function runVector(vector, { gate, journal, storage, host, pins, no
   clock.set(Number(api.startMs()));
   const text = JSON.stringify(vector);
   for (let i = 0; i < api.workers(text); i++) {
-    const r = await gateRoot(gate, { journal: shared, clock });
-    const w = wrap ? wrap(r, i + 1) : r;
-    pool.push({ gate: w.gate, tools: w.tools ?? r.tools });
+    const r = await gateRoot(gate, { storage, clock });
+    pool.push(wrap ? wrap(r, i + 1) : r);
   }
-  const options = { host, fileJournal: Boolean(storage.reopen), checkPin: pins !== undefined };
-  const report = api.run(text, pins ?? '{}', options);
-  return {
-    ...report,
-    refundedCents: Number(report.refundedCents),
-    refundRecords: Number(report.refundRecords),
-    tasks: JSON.parse(report.tasks),
-  };
+  try {
+    const report = api.run(text, pins ?? '{}', { host, fileJournal: isFile && Boolean(reopen), checkPin: pins !== undefined });
+    return {
+      ...report,
+      refundedCents: Number(report.refundedCents),
+      refundRecords: Number(report.refundRecords),
+      tasks: JSON.parse(report.tasks),
+    };
+  } finally {
+    // The caller closes the storage it gave; one opened here by `reopen` is closed here.
+    if (at.current !== first) at.current?.close?.();
+  }
 }
 
 /** Where the runner starts its fake clock (Unix ms). */

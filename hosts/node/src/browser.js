@@ -1,9 +1,9 @@
-// @interlock/gate in a browser: the same gate component, with an in-memory journal or the
-// durable IndexedDB journal (see README, "Browser durability").
+// @interlock/gate in a browser: the same gate component, its file journal in memory or in
+// IndexedDB (see README, "Browser durability").
 import { Interlock as Base } from './interlock.js';
 import { MemoryJournal } from './journal/memory.js';
 import { IndexedDbJournal } from './journal/indexeddb.js';
-import { gateComponent, paymentsComponent, journalFormat } from './load-browser.js';
+import { gateComponent, paymentsComponent } from './load-browser.js';
 import { PaymentsService } from './payments.js';
 import { protectWith } from './tools-core.js';
 
@@ -25,13 +25,13 @@ import { protectWith } from './tools-core.js';
  * @typedef {import('./types.js').Cap} Cap
  * @typedef {import('./types.js').Bound} Bound
  * @typedef {import('./types.js').EffectOverrides} EffectOverrides
- * @typedef {import('./types.js').JournalBackend} JournalBackend
+ * @typedef {import('./types.js').Storage} Storage
+ * @typedef {import('./types.js').CrashPoint} CrashPoint
  * @typedef {import('./types.js').Clock} Clock
  * @typedef {import('./types.js').ClaimWait} ClaimWait
  * @typedef {import('./types.js').OpenOptions} OpenOptions
  * @typedef {import('./types.js').Recovered} Recovered
  * @typedef {import('./types.js').Targets} Targets
- * @typedef {import('./types.js').Hooks} Hooks
  * @typedef {import('./types.js').RepairReport} RepairReport
  * @typedef {import('./types.js').Refund} Refund
  * @typedef {import('./types.js').PaymentsPremises} PaymentsPremises
@@ -77,17 +77,16 @@ export class Interlock extends Base {
    * @param {OpenOptions} [options]
    */
   static async memory(options = {}) {
-    await journalFormat();
     return Base.create(gateComponent(), new MemoryJournal(), options);
   }
 
   /**
-   * A gate over any journal backend.
-   * @param {JournalBackend} journal
+   * A gate over any journal storage.
+   * @param {Storage} storage
    * @param {OpenOptions} [options]
    */
-  static async withJournal(journal, options = {}) {
-    return Base.create(gateComponent(), journal, options);
+  static async withJournal(storage, options = {}) {
+    return Base.create(gateComponent(), storage, options);
   }
 }
 
@@ -127,15 +126,15 @@ export function protect(functions, config, options = {}) {
   return protectWith({
     gateComponent,
     openJournal: (name) => (name === ':memory:' ? new MemoryJournal() : IndexedDbJournal.open(name)),
-    ready: journalFormat,
   }, functions, config, options);
 }
 
 export { PremiseReadError } from './tools-core.js';
 export { Gate, toOutcome } from './gate.js';
+export { GateComponent, gateRoot, openedRoot } from './component.js';
 export { MemoryJournal } from './journal/memory.js';
 export { IndexedDbJournal } from './journal/indexeddb.js';
 export { SystemClock, FakeClock } from './clock.js';
 export { PaymentsService, paymentsTarget, ServiceError } from './payments.js';
-export { gateComponent, paymentsComponent, journalFormat } from './load-browser.js';
+export { gateComponent, paymentsComponent } from './load-browser.js';
 export * from './errors.js';

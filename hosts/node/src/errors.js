@@ -201,32 +201,47 @@ export function refuseJournalUrl(where) {
   throw new UnsupportedJournalError(where);
 }
 
-/** The journal ends with a partial line: the last write was torn. Run `repair`. */
-export class TornTailError extends JournalError {
+/** The journal ends with a partial line: the last write was torn (the gate's words say where). Run `repair`. */
+export class TornTailError extends JournalError {}
+
+/**
+ * A WIT `journal-error` (journal-admin's) as a typed JournalError.
+ * @param {{ tag: string, val?: unknown }} e
+ * @returns {JournalError}
+ */
+export function journalError({ tag, val }) {
+  const v = typeof val === 'bigint' ? Number(val) : val;
+  const kind = /** @type {'conflict' | 'io' | 'corrupt' | 'torn-tail' | 'other'} */ (tag);
+  return tag === 'torn-tail' ? new TornTailError(kind, v, String(v)) : new JournalError(kind, v, tag === 'conflict' ? undefined : String(v));
+}
+
+/**
+ * A storage call that failed (the WIT `storage-error` a storage implementation throws):
+ * `conflict` (the file's length), `unexpected-changes` (the statement's index), `io` or
+ * `unsupported` (a message).
+ */
+export class StorageError extends InterlockError {
   /**
-   * @param {number} offset
-   * @param {number} bytes
+   * @param {'conflict' | 'unexpected-changes' | 'io' | 'unsupported'} tag
+   * @param {number | string} val
+   * @param {string} [message]
    */
-  constructor(offset, bytes) {
-    super('torn-tail',
-      `torn journal: journal.jsonl ends with a partial last line at byte offset ${offset} ` +
-      `(${bytes} bytes, no final newline); torn data is never trusted nor dropped silently: ` +
-      `run \`repair\` to save it to journal.torn-${offset} and truncate the journal to its last complete line`);
-    this.offset = offset;
-    this.bytes = bytes;
+  constructor(tag, val, message) {
+    super(message ?? `storage ${tag}: ${val}`);
+    this.tag = tag;
+    this.val = val;
   }
 }
 
-/** A complete line of the journal is not a valid entry. `line` is 1-based. */
-export class CorruptJournalFileError extends JournalError {
-  /**
-   * @param {number} line
-   * @param {string} detail
-   */
-  constructor(line, detail) {
-    super('corrupt', `corrupt journal: journal.jsonl line ${line} is not a valid entry: ${detail}`);
-    this.line = line;
-    this.detail = detail;
+/**
+ * A test's crash injection (`crashAt`) fired: the gate asked its host to stop here as a
+ * killed process would. The instance is dropped; open the journal again to go on.
+ */
+export class CrashedError extends InterlockError {
+  /** @param {string} point `before-send`, `after-send` or `in-recovery` */
+  constructor(point) {
+    super(`crashed at ${point} (crashAt)`);
+    this.point = point;
   }
 }
 

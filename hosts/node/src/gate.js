@@ -1,17 +1,22 @@
-// Gate: one instance of the gate component, its imports (journal, clock) and the loop that
-// drives its steps. The gate never calls a target: each call answers with a step (capture,
-// authorize, apply, query or done); this loop performs it through `targets` (awaiting,
-// since JS targets are async) and hands the reply back with `resume`. Nothing here decides
-// anything: the loop only routes. This file runs unchanged in Node and in a browser.
-import { JournalError, gateError, GateError, invalidField } from './errors.js';
+// Gate: one instance of the gate component over a journal, and the loop that drives its
+// steps. The gate never calls a target: each call answers with a step; this loop performs it
+// (awaiting, since JS targets are async), sleeps when told, and hands the answer back. The
+// loops of `effects` and `tools` (interlock.js, tools-core.js) run here too. Nothing here
+// decides anything: the loop only routes. Runs unchanged in Node, a browser and workerd.
+import { GateError, CrashedError, gateError } from './errors.js';
+import { jsonText } from './json.js';
+import { openedRoot } from './component.js';
 
 /**
- * @import { Outcome, State, Reason, VerifyReport, ProblemKind, Receipt, Targets } from './types.js'
- * @import { Hooks, Clock, ClaimWait, JournalBackend, Recovered, Reply, Step } from './types.js'
+ * @import { Outcome, State, Reason, VerifyReport, Receipt, Targets, Storage } from './types.js'
+ * @import { Clock, ClaimWait, Recovered, Reply, Step, CrashPoint } from './types.js'
  * @import { Outcome as WitOutcome } from '../gen/gate/interfaces/interlock-gate-types.js'
  * @import { VerifyReport as WitVerifyReport } from '../gen/gate/interfaces/interlock-gate-gate.js'
+ * @import { CallAnswer } from '../gen/gate/interfaces/interlock-gate-target.js'
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
+ * @import { GateComponent } from './component.js'
  * @typedef {GateRoot['gate']} GateApi
+ * @typedef {{ tag: 'call', val: { id: bigint } } | { tag: 'sleep', val: [bigint, bigint] } | { tag: 'crash', val: CrashPoint } | { tag: 'done' | 'proposed', val: unknown }} LoopStep
  */
 
 /**
@@ -27,97 +32,6 @@ const REASON = (r) => (r === undefined ? null : /** @type {Reason} */ (r.replace
 
 /** @param {string | undefined} text */
 const parse = (text) => (text === undefined ? null : JSON.parse(text));
-
-/**
- * `name` as one JSON pointer token (RFC 6901).
- * @param {string | number} name
- */
-const token = (name) => String(name).replaceAll('~', '~0').replaceAll('/', '~1');
-
-/**
- * Why `v` cannot cross as JSON unchanged, or null. JSON.stringify would silently turn NaN and
- * Infinity into null, drop undefined, functions and symbols, turn a Date into a string and a
- * Map into {}, and throw an untyped TypeError on a BigInt or a cycle: the gate would decide
- * on a value the caller never gave. Integer magnitude is the core's rule, not checked here.
- * @param {unknown} v
- * @returns {string | null}
- */
-function unfaithful(v) {
-  switch (typeof v) {
-    case 'string':
-    case 'boolean':
-      return null;
-    case 'number':
-      return Number.isFinite(v) ? null : `is ${v}, which JSON cannot carry`;
-    case 'bigint':
-      return `is a BigInt (${v}n), which JSON cannot carry; pass a number (at most 2^53-1) or a string`;
-    case 'undefined':
-      return 'is undefined, which JSON cannot carry (it would be dropped)';
-    case 'function':
-      return 'is a function, which JSON cannot carry (it would be dropped)';
-    case 'symbol':
-      return 'is a symbol, which JSON cannot carry (it would be dropped)';
-    default: {
-      if (v === null || Array.isArray(v)) return null;
-      const o = /** @type {Record<string | symbol, any>} */ (v);
-      const proto = Object.getPrototypeOf(o);
-      if (proto !== Object.prototype && proto !== null) {
-        const kind = o.constructor?.name ?? 'object';
-        return `is a ${kind}, not a plain object, array, string, number, boolean or null (JSON would change it)`;
-      }
-      if (typeof o.toJSON === 'function') return 'has a toJSON method (JSON would send what it returns instead)';
-      if (Object.getOwnPropertySymbols(o).some((s) => Object.prototype.propertyIsEnumerable.call(o, s))) {
-        return 'has symbol keys, which JSON cannot carry (they would be dropped)';
-      }
-      return null;
-    }
-  }
-}
-
-/**
- * Throws InvalidFieldError at the JSON pointer of the first value JSON would not carry as is.
- * @param {unknown} v
- * @param {string} path
- * @param {Set<object>} seen
- */
-function checkJson(v, path, seen) {
-  const problem = unfaithful(v);
-  if (problem) throw invalidField(path, problem);
-  if (typeof v !== 'object' || v === null) return;
-  if (seen.has(v)) throw invalidField(path, 'refers back to itself (a cycle), which JSON cannot carry');
-  seen.add(v);
-  if (Array.isArray(v)) {
-    for (let i = 0; i < v.length; i++) {
-      if (!(i in v)) throw invalidField(`${path}/${i}`, 'is a hole in the array, which JSON would turn into null');
-      checkJson(v[i], `${path}/${i}`, seen);
-    }
-  } else {
-    const o = /** @type {Record<string, unknown>} */ (v);
-    for (const k of Object.keys(o)) checkJson(o[k], `${path}/${token(k)}`, seen);
-  }
-  seen.delete(v);
-}
-
-/**
- * Throws InvalidFieldError (`field`: `root` + the pointer) unless JSON carries `value` as is.
- * @param {unknown} value
- * @param {string} [root]
- */
-export function assertJson(value, root = '') {
-  checkJson(value, root, new Set());
-}
-
-/**
- * An input as the JSON text a gate export takes: text as given, a value checked (nothing
- * recorded, nothing sent when it fails) and then serialized.
- * @param {unknown} value
- * @returns {string}
- */
-export function jsonText(value) {
-  if (typeof value === 'string') return value;
-  assertJson(value);
-  return JSON.stringify(value);
-}
 
 /**
  * jco's outcome record -> the typed outcome object of this package.
@@ -159,152 +73,65 @@ function isErrResult(e) {
   return e instanceof Error && Object.hasOwn(e, 'payload') && typeof (/** @type {any} */ (e).payload?.tag) === 'string';
 }
 
-/**
- * The journal import over a backend; backend failures cross as WIT `journal-error` values.
- * @param {JournalBackend} journal
- */
-function journalImport(journal) {
-  /**
-   * @template {unknown[]} A
-   * @template R
-   * @param {(...args: A) => R} fn
-   * @returns {(...args: A) => R}
-   */
-  const guard = (fn) => (...args) => {
-    try {
-      return fn(...args);
-    } catch (e) {
-      // A plain value thrown from an import is the `err` case; an Error would be a trap.
-      if (e instanceof JournalError) {
-        throw e.tag === 'conflict' ? { tag: 'conflict', val: BigInt(/** @type {number} */ (e.val)) } : { tag: e.tag, val: e.message };
-      }
-      throw e;
-    }
-  };
-  return {
-    append: guard(
-      /** @type {(stream: string, expected: bigint, entries: string[], durable: boolean, open: boolean) => void} */
-      (stream, expected, entries, durable, open) => {
-        journal.append(stream, Number(expected), entries, durable, open);
-      }),
-    read: guard(/** @type {(stream: string, start: bigint) => string[]} */ (stream, start) => journal.read(stream, Number(start))),
-    length: guard(/** @type {(stream: string) => bigint} */ (stream) => BigInt(journal.length(stream))),
-    openStreams: guard(() => journal.openStreams()),
-    streams: guard(() => journal.streams()),
-    sync: guard(() => journal.sync()),
-  };
-}
-
-/** @param {Clock} clock */
-function clockImport(clock) {
-  return {
-    now() {
-      const ms = clock.nowMs();
-      return { seconds: BigInt(Math.floor(ms / 1000)), nanoseconds: (ms % 1000) * 1_000_000 };
-    },
-    resolution() {
-      return { seconds: 0n, nanoseconds: 1_000_000 };
-    },
-  };
-}
-
-/**
- * The compiled component, ready to instantiate many times (one instance per Gate).
- * `getCoreModule(name)` resolves to a compiled WebAssembly.Module of gen/gate/<name>.
- * `Root` is what jco's `instantiate` resolves to (the component's exports).
- * @template Root
- */
-export class GateComponent {
-  /**
-   * @param {(getCoreModule: (name: string) => Promise<WebAssembly.Module>, imports: any) => Root | Promise<Root>} instantiate
-   *   jco's `instantiate` of gen/<component>
-   * @param {(name: string) => Promise<WebAssembly.Module>} getCoreModule
-   */
-  constructor(instantiate, getCoreModule) {
-    this.instantiate = instantiate;
-    /** @type {Map<string, Promise<WebAssembly.Module>>} */
-    const cache = new Map();
-    /** @type {(name: string) => Promise<WebAssembly.Module>} */
-    this.getCoreModule = (name) => {
-      let module = cache.get(name);
-      if (!module) cache.set(name, (module = getCoreModule(name)));
-      return module;
-    };
-  }
-}
-
-/**
- * A bare instance of the gate component over `journal` and `clock`: its exports as jco
- * gives them (an `err` is thrown with a `payload`). `Gate` wraps one for the friendly API;
- * the conformance driver hands them to the runner as they are.
- * @param {GateComponent<GateRoot>} component
- * @param {{ journal: JournalBackend, clock: Clock }} options
- * @returns {Promise<GateRoot>}
- */
-export async function gateRoot(component, { journal, clock }) {
-  return component.instantiate(component.getCoreModule, {
-    'interlock:gate/journal': journalImport(journal),
-    'wasi:clocks/wall-clock': clockImport(clock),
-  });
-}
-
 export class Gate {
-  /** @type {GateApi} */
-  #api;
-  /** @type {Hooks} */
-  #hooks;
-  /** @type {ClaimWait} */
+  /** @type {GateRoot} */
+  #root;
+  /** @type {ClaimWait | undefined} */
   #claimWait;
-  /** @type {unknown} the trap that broke this instance; every later call rethrows it */
+  /** @type {unknown} the trap (or crash) that broke this instance; every later call rethrows it */
   #broken = null;
   /** @type {string | null} what setRoutes last said, as JSON; null: every target is routed */
   #routed = null;
 
   /**
-   * A fresh instance of the gate over `journal` (a backend: FileJournal, MemoryJournal,
-   * IndexedDbJournal or your own with the same six sync methods) and `clock`.
-   * `hooks` (tests): { beforeApply, afterApply, afterQuery }, called with (request, reply, { recovering }).
-   * `claimWait`: how recovery waits out a live claim; by default the gate's own (`defaults`).
+   * A fresh instance of the gate over `storage` (FileJournal, MemoryJournal, SqliteJournal,
+   * PostgresJournal, IndexedDbJournal or your own Storage) and `clock`, its journal opened.
+   * `claimWait`: how recovery waits out a live claim (default: the gate's). `crashAt`
+   * (tests): where the gate asks this host to die (`before-send`, `after-send`,
+   * `in-recovery`); the step then throws CrashedError and the instance is dropped.
    * @param {GateComponent<GateRoot>} component
-   * @param {{ journal: JournalBackend, clock: Clock, hooks?: Hooks, claimWait?: ClaimWait }} options
+   * @param {{ storage: Storage, clock: Clock, claimWait?: ClaimWait, crashAt?: CrashPoint }} options
    * @returns {Promise<Gate>}
    */
-  static async instantiate(component, { journal, clock, hooks = {}, claimWait }) {
-    const root = await gateRoot(component, { journal, clock });
-    if (!claimWait) {
-      const { claim_wait: w } = JSON.parse(root.gate.defaults());
-      claimWait = { pollMs: w.poll_ms, maxPolls: w.max_polls };
-    }
-    return new Gate(root.gate, journal, clock, hooks, /** @type {ClaimWait} */ (claimWait));
+  static async instantiate(component, { storage, clock, claimWait, crashAt }) {
+    const gate = new Gate(await openedRoot(component, { storage, clock }), storage, clock, claimWait);
+    if (crashAt) gate.crashAt(crashAt);
+    return gate;
   }
 
   /**
    * Use Gate.instantiate.
-   * @param {GateApi} api
-   * @param {JournalBackend} journal
+   * @param {GateRoot} root
+   * @param {Storage} storage
    * @param {Clock} clock
-   * @param {Hooks} hooks
-   * @param {ClaimWait} claimWait
+   * @param {ClaimWait} [claimWait]
    */
-  constructor(api, journal, clock, hooks, claimWait) {
-    this.#api = api;
-    this.journal = journal;
+  constructor(root, storage, clock, claimWait) {
+    this.#root = root;
+    this.storage = storage;
     this.clock = clock;
-    this.#hooks = hooks;
     this.#claimWait = claimWait;
   }
 
+  /** The claim wait as the WIT `claim-wait` (undefined: the gate's). */
+  get wait() {
+    const w = this.#claimWait;
+    return w && { pollMs: BigInt(w.pollMs), maxPolls: BigInt(w.maxPolls) };
+  }
+
   /**
-   * Calls an export: its `err` becomes a typed GateError; anything else is a trap.
-   * @template {keyof GateApi} K
+   * Calls an export of `iface`: its `err` becomes a typed GateError; anything else is a trap.
+   * @template {'gate' | 'effects' | 'tools' | 'journalAdmin'} I
+   * @template {keyof GateRoot[I]} K
+   * @param {I} iface
    * @param {K} name
-   * @param {Parameters<GateApi[K]>} args
-   * @returns {ReturnType<GateApi[K]>}
+   * @param {GateRoot[I][K] extends (...a: infer P) => any ? P : never} args
+   * @returns {GateRoot[I][K] extends (...a: any[]) => infer R ? R : never}
    */
-  #call(name, ...args) {
+  call(iface, name, ...args) {
     if (this.#broken) throw this.#broken;
     try {
-      return /** @type {(...a: Parameters<GateApi[K]>) => ReturnType<GateApi[K]>} */ (this.#api[name])(...args);
+      return /** @type {any} */ (this.#root[iface])[name](...args);
     } catch (e) {
       if (isErrResult(e)) throw gateError(e.payload);
       // A trap (or a host import that threw an Error) leaves the instance unusable: the
@@ -314,9 +141,73 @@ export class Gate {
     }
   }
 
-  /** Waits until every append so far is durable (backends that write behind, e.g. IndexedDB). */
+  /**
+   * A gate export.
+   * @template {keyof GateApi} K
+   * @param {K} name
+   * @param {Parameters<GateApi[K]>} args
+   * @returns {ReturnType<GateApi[K]>}
+   */
+  #call(name, ...args) {
+    return /** @type {any} */ (this.call)('gate', name, ...args);
+  }
+
+  /** Waits until every write so far is durable (storage that writes behind: IndexedDB). */
   async durable() {
-    if (this.journal.flush) await this.journal.flush();
+    if (this.storage.flush) await this.storage.flush();
+  }
+
+  /**
+   * The loop every machine's steps run in (`effects`, `tools`): `perform(call)` answers a
+   * call; a sleep is slept; a crash drops the instance (CrashedError); `done` (or
+   * `proposed`) ends it. A `perform` that throws cancels the operation and rethrows.
+   * @template {LoopStep} S
+   * @param {'effects' | 'tools'} iface
+   * @param {S} step
+   * @param {(call: Extract<S, { tag: 'call' }>['val']) => Promise<CallAnswer>} perform
+   * @returns {Promise<Extract<S, { tag: 'done' | 'proposed' }>>}
+   */
+  async loop(iface, step, perform) {
+    for (;;) {
+      // Nothing leaves the gate before what it wrote is durable (write-behind storage).
+      await this.durable();
+      /** @type {CallAnswer} */
+      let answer;
+      /** @type {bigint} */
+      let id;
+      if (step.tag === 'done' || step.tag === 'proposed') return /** @type {any} */ (step);
+      if (step.tag === 'crash') throw this.#crash(step.val);
+      if (step.tag === 'sleep') {
+        const [op, ms] = /** @type {[bigint, bigint]} */ (step.val);
+        id = op;
+        await this.clock.sleep(Number(ms));
+        answer = { tag: 'slept' };
+      } else {
+        id = /** @type {{ id: bigint }} */ (step.val).id;
+        try {
+          answer = await perform(/** @type {any} */ (step.val));
+        } catch (e) {
+          this.call(iface, 'cancel', id);
+          throw e;
+        }
+      }
+      step = /** @type {S} */ (this.call(iface, 'resume', id, answer));
+    }
+  }
+
+  /** @param {CrashPoint} point */
+  #crash(point) {
+    this.#broken = new CrashedError(point);
+    return this.#broken;
+  }
+
+  /**
+   * Tests: the gate asks this host to die at `point` (none: never), as a killed process
+   * would: the step throws CrashedError and this instance refuses every later call.
+   * @param {CrashPoint | undefined} point
+   */
+  crashAt(point) {
+    this.#call('crashAt', point);
   }
 
   /**
@@ -372,39 +263,28 @@ export class Gate {
    * `targets`: { capture(req), authorize(req), apply(req), query(req) }, each returning (or
    * resolving to) a WIT reply `{ tag, val }`, and optionally `routes`: the target names they
    * reach (submit and recover pass it to setRoutes). A target that cannot answer a step
-   * throws; it never makes a reply up.
+   * throws; it never makes a reply up. A sleep is slept; a crash throws CrashedError.
    * @param {Step} step
    * @param {Targets} targets
-   * @param {{ recovering?: boolean }} [options]
    * @returns {Promise<Outcome>}
    */
-  async drive(step, targets, { recovering = false } = {}) {
-    const ctx = { recovering };
+  async drive(step, targets) {
     for (;;) {
       const { ask } = step;
-      // Nothing leaves the gate before what it wrote is durable (write-behind backends).
       await this.durable();
-      if (ask.tag === 'done') return toOutcome(ask.val);
       /** @type {Reply} */
       let reply;
       switch (ask.tag) {
-        case 'capture':
-          reply = await targets.capture(ask.val);
-          break;
-        case 'authorize':
-          reply = await targets.authorize(ask.val);
-          break;
-        case 'apply':
-          await this.#hooks.beforeApply?.(ask.val, undefined, ctx);
-          reply = await targets.apply(ask.val);
-          await this.#hooks.afterApply?.(ask.val, reply, ctx);
-          break;
-        case 'query':
-          reply = await targets.query(ask.val);
-          await this.#hooks.afterQuery?.(ask.val, reply, ctx);
+        case 'done':
+          return toOutcome(ask.val);
+        case 'crash':
+          throw this.#crash(ask.val);
+        case 'sleep':
+          await this.clock.sleep(Number(ask.val));
+          reply = { tag: 'slept' };
           break;
         default:
-          throw new Error(`the gate asked for an unknown step ${/** @type {{ tag: string }} */ (ask).tag}`);
+          reply = await targets[ask.tag](/** @type {any} */ (ask.val));
       }
       step = this.resume(step.op, reply);
     }
@@ -422,42 +302,53 @@ export class Gate {
   }
 
   /**
-   * Recovers one effect by the gate's recovery table. While another worker's claim is live
-   * the gate says so (DISPATCHED, claim_live, retryAfterMs); this waits that long (+1 ms,
-   * the claim is live until strictly after its deadline) and asks again, at most
-   * `claimWait.maxPolls` times.
+   * Recovers one effect by the gate's recovery table, waiting out another worker's live
+   * claim as the gate says (it asks this loop to sleep).
    * @param {string} effectId
    * @param {Targets} targets
    * @returns {Promise<Outcome>}
    */
   async recover(effectId, targets) {
     this.#routeTo(targets);
-    for (let polls = 0; ; polls++) {
-      const first = this.#call('recover', effectId);
-      const o = await this.drive(first, targets, { recovering: true });
-      if (!(o.state === 'DISPATCHED' && o.reason === 'claim_live') || polls >= this.#claimWait.maxPolls) return o;
-      await this.clock.sleep(o.retryAfterMs === null ? this.#claimWait.pollMs : o.retryAfterMs + 1);
-    }
+    return this.drive(this.#call('recoverWaiting', effectId, this.wait), targets);
   }
 
   /**
-   * Recovers every open effect: a list of `{ effectId, outcome }` or `{ effectId, error }`.
-   * One effect's gate error does not stop the others; a trap (or a hook's throw) does.
-   * @param {Targets} targets
-   * @returns {Promise<Recovered[]>}
+   * Runs `recover(effectId)` for every open effect: a list of `{ effectId, outcome }` or
+   * `{ effectId, error }`. One effect's gate error does not stop the others; a trap does.
+   * @template T
+   * @param {(effectId: string) => Promise<T>} recover
+   * @returns {Promise<({ effectId: string, error: GateError } | T)[]>}
    */
-  async recoverAll(targets) {
-    /** @type {Recovered[]} */
+  async recoverEach(recover) {
+    /** @type {({ effectId: string, error: GateError } | T)[]} */
     const results = [];
     for (const effectId of this.openEffects()) {
       try {
-        results.push({ effectId, outcome: await this.recover(effectId, targets) });
+        results.push(await recover(effectId));
       } catch (e) {
         if (!(e instanceof GateError)) throw e;
         results.push({ effectId, error: e });
       }
     }
     return results;
+  }
+
+  /**
+   * Recovers every open effect: a list of `{ effectId, outcome }` or `{ effectId, error }`.
+   * @param {Targets} targets
+   * @returns {Promise<Recovered[]>}
+   */
+  async recoverAll(targets) {
+    return this.recoverEach(async (effectId) => ({ effectId, outcome: await this.recover(effectId, targets) }));
+  }
+
+  /**
+   * Every entry of the journal in append order (each without its newline).
+   * @returns {string[]}
+   */
+  entriesInOrder() {
+    return this.call('journalAdmin', 'entriesInOrder');
   }
 
   /**
@@ -480,7 +371,7 @@ export class Gate {
   /**
    * The gate's defaults (`timeout_ms`, `dedupe_window_ms`, `claim_wait: { poll_ms,
    * max_polls }`, `standing_lease_ms`): the one copy every host reads.
-   * @returns {{ timeout_ms: number, dedupe_window_ms: number, claim_wait: { poll_ms: number, max_polls: number }, standing_lease_ms: number }}
+   * @returns {{ timeout_ms: number, dedupe_window_ms: number, clock_skew_ms: number, claim_wait: { poll_ms: number, max_polls: number }, standing_lease_ms: number }}
    */
   defaults() {
     return JSON.parse(this.#call('defaults'));

@@ -1,14 +1,16 @@
-// @interlock/gate for Node: the gate component with the file journal (the CLI's format)
-// and the shared journals, SQLite and PostgreSQL (the Rust crate's schema), each chosen by
-// the one argument of Interlock.open.
+// @interlock/gate for Node: the gate component over a file journal's folder (the CLI's
+// files), a SQLite or PostgreSQL database, or memory, each chosen by the one argument of
+// Interlock.open. The journal's rules run inside the gate; the storage here is I/O only.
 import { Interlock as Base } from './interlock.js';
 import { FileJournal } from './journal/file.js';
 import { openJournal, isSqlJournalUrl } from './journal/open.js';
 import { UnsupportedJournalError } from './errors.js';
+import { repairJournal } from './component.js';
+import { SystemClock } from './clock.js';
 import { gateComponent, paymentsComponent } from './load-node.js';
 import { PaymentsService } from './payments.js';
 import fs from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 
 /**
  * The package's types (src/types.ts), named here so `import type { Outcome } from
@@ -28,13 +30,13 @@ import { dirname } from 'node:path';
  * @typedef {import('./types.js').Cap} Cap
  * @typedef {import('./types.js').Bound} Bound
  * @typedef {import('./types.js').EffectOverrides} EffectOverrides
- * @typedef {import('./types.js').JournalBackend} JournalBackend
+ * @typedef {import('./types.js').Storage} Storage
+ * @typedef {import('./types.js').CrashPoint} CrashPoint
  * @typedef {import('./types.js').Clock} Clock
  * @typedef {import('./types.js').ClaimWait} ClaimWait
  * @typedef {import('./types.js').OpenOptions} OpenOptions
  * @typedef {import('./types.js').Recovered} Recovered
  * @typedef {import('./types.js').Targets} Targets
- * @typedef {import('./types.js').Hooks} Hooks
  * @typedef {import('./types.js').RepairReport} RepairReport
  * @typedef {import('./types.js').Refund} Refund
  * @typedef {import('./types.js').PaymentsPremises} PaymentsPremises
@@ -72,36 +74,44 @@ export class Interlock extends Base {
    * @param {OpenOptions} [options]
    */
   static async open(location, options = {}) {
-    const journal = openJournal(location, options);
+    const storage = openJournal(location, options);
     try {
-      return await Base.create(gateComponent(), journal, options);
+      return await Base.create(gateComponent(), storage, options);
     } catch (e) {
-      journal.close();
+      storage.close();
       throw e;
     }
   }
 
   /**
-   * A gate over any journal backend.
-   * @param {JournalBackend} journal
+   * A gate over any journal storage.
+   * @param {Storage} storage
    * @param {OpenOptions} [options]
    */
-  static async withJournal(journal, options = {}) {
-    return Base.create(gateComponent(), journal, options);
+  static async withJournal(storage, options = {}) {
+    return Base.create(gateComponent(), storage, options);
   }
 
   /**
-   * Repairs a torn journal tail in `dir` (see FileJournal.repair). A SQLite or PostgreSQL
-   * journal has none to repair (a transaction commits whole or not at all): its URL is
-   * refused with UnsupportedJournalError, nothing opened.
+   * Repairs a torn journal tail in `dir`: saves it to `journal.torn-<offset>` (`savedTo`, its
+   * path) and cuts the journal to its last whole line (the gate's rule). A SQLite or PostgreSQL journal has
+   * none to repair (a transaction commits whole or not at all): its URL is refused with
+   * UnsupportedJournalError, nothing opened.
    * @param {string} dir
-   * @returns {RepairReport}
+   * @param {{ lockWaitMs?: number }} [options]
+   * @returns {Promise<RepairReport>}
    */
-  static repair(dir) {
+  static async repair(dir, options = {}) {
     if (isSqlJournalUrl(dir)) {
       throw new UnsupportedJournalError(dir, `journal ${JSON.stringify(dir)} is a SQLite or PostgreSQL journal: it has no torn tail to repair (a transaction commits whole or not at all)`);
     }
-    return FileJournal.repair(dir);
+    const storage = FileJournal.open(dir, options);
+    try {
+      const report = await repairJournal(await gateComponent(), storage, new SystemClock());
+      return { ...report, savedTo: report.savedTo === null ? null : join(dir, report.savedTo) };
+    } finally {
+      storage.close();
+    }
   }
 }
 
@@ -157,6 +167,7 @@ export const Payments = {
 };
 
 export { Gate, toOutcome } from './gate.js';
+export { GateComponent, gateRoot, openedRoot, repairJournal } from './component.js';
 export { FileJournal } from './journal/file.js';
 export { MemoryJournal } from './journal/memory.js';
 export { SqliteJournal } from './journal/sqlite.js';
@@ -166,12 +177,4 @@ export { protect, PremiseReadError } from './tools.js';
 export { SystemClock, FakeClock } from './clock.js';
 export { PaymentsService, paymentsTarget, ServiceError } from './payments.js';
 export { gateComponent, paymentsComponent } from './load-node.js';
-
-/**
- * The journal-format component every journal checks its entries with. In Node it is
- * compiled on first use, so this resolves at once; it exists so code shared with a browser
- * (where it must be awaited before a journal is made) runs unchanged.
- * @returns {Promise<void>}
- */
-export async function journalFormat() {}
 export * from './errors.js';

@@ -1,17 +1,20 @@
 // The friendly API: Interlock (a gate over a journal) and effects defined as plain async
-// functions. Everything here is routing and value conversion; every decision is the
-// component's. Runs in Node and in a browser (the entry points pick the journal).
-import { Gate, jsonText, assertJson } from './gate.js';
-import { Rejected, TargetTimeoutError, InterlockError, InvalidFieldError, invalidField } from './errors.js';
+// functions. It drives the gate's `effects` machine: the machine says which of a
+// definition's functions to call (by role) with which values; this file calls it and hands
+// back what came back. Every decision is the component's. Runs in Node, a browser and
+// workerd (the entry points pick the storage).
+import { Gate, toOutcome } from './gate.js';
+import { assertJson, jsonText } from './json.js';
+import { Rejected, TargetTimeoutError, InterlockError, InvalidFieldError } from './errors.js';
 import { SystemClock } from './clock.js';
 
 /**
- * @import { Outcome, Json, JsonObject, Reply, Receipt, VerifyReport, Recovered } from './types.js'
- * @import { OpenOptions, JournalBackend, Clock, Targets, EffectOverrides } from './types.js'
- * @import { CaptureRequest, AuthorizeRequest, ApplyRequest, QueryRequest, EffectContext } from './types.js'
- * @import { Effect, EffectDefinition } from './types.js'
+ * @import { Outcome, Json, Receipt, VerifyReport, Recovered, OpenOptions, Storage, EffectOverrides, Effect, EffectDefinition, EffectContext } from './types.js'
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
- * @import { GateComponent } from './gate.js'
+ * @import { EffectCall, EffectStep, Role } from '../gen/gate/interfaces/interlock-gate-effects.js'
+ * @import { CallAnswer } from '../gen/gate/interfaces/interlock-gate-target.js'
+ * @import { Outcome as WitOutcome } from '../gen/gate/interfaces/interlock-gate-types.js'
+ * @import { GateComponent } from './component.js'
  * @typedef {{ def: EffectDefinition<any>, fn: (...args: any[]) => unknown }} Definition
  */
 
@@ -25,7 +28,7 @@ const message = (e) => String(/** @type {any} */ (e)?.message ?? e);
  * @param {(signal: AbortSignal) => T | Promise<T>} run
  * @returns {Promise<T>}
  */
-function withTimeout(ms, run) {
+export function withTimeout(ms, run) {
   const controller = new AbortController();
   /** @type {ReturnType<typeof setTimeout> | undefined} */
   let timer;
@@ -40,40 +43,57 @@ function withTimeout(ms, run) {
   return Promise.race([Promise.resolve().then(() => run(controller.signal)), timeout]).finally(() => clearTimeout(timer));
 }
 
+/**
+ * What a function the gate asked for did, as a WIT `call-answer`: its value (JSON), the
+ * target's refusal (Rejected), or no answer (it threw, or its value is not JSON).
+ * @param {() => unknown} run
+ * @returns {Promise<CallAnswer>}
+ */
+export async function answerOf(run) {
+  try {
+    const value = (await run()) ?? null;
+    assertJson(value);
+    return { tag: 'returned', val: JSON.stringify(value) };
+  } catch (e) {
+    if (e instanceof Rejected) return { tag: 'refused', val: e.message };
+    return { tag: 'failed', val: message(e) };
+  }
+}
+
+/**
+ * The outcome an `effects` run ended with.
+ * @param {{ val: unknown }} done
+ */
+const outcome = (done) => toOutcome(/** @type {WitOutcome} */ (done.val));
+
+/** The definition's members that may be functions, by the machine's role. */
+const ROLES = /** @type {const} */ (['key', 'lease', 'bounds', 'cap', 'premises', 'allowed', 'lookup']);
+
 export class Interlock {
   /** @type {Map<string, Definition>} target name -> effect definition */
   #targets = new Map();
-  /** @type {Targets} the steps, routed to the effects defined here */
-  #router;
+  /** Agents whose standing lease was announced (once each). */
+  #announced = new Set();
+  #strict = false;
 
   /**
-   * A gate over `journal` (any backend with the six sync journal methods; see
-   * src/journal/). Options: `clock` (default the system clock), `agent` (the default agent
-   * name of effects), `claimWait` ({ pollMs, maxPolls }; default the gate's), and
-   * `strict` (default false). An effect that names no lease or approval runs under its
-   * agent's standing lease, which the gate names and grants (recorded, once, at its first
-   * use), announced once when the effect is defined (`console.warn`, the gate's words).
-   * With `strict: true` such an effect is refused with InvalidFieldError at `/authority`,
-   * nothing recorded (docs/host-api.md; `standingLease: false` is the older spelling of
-   * `strict: true`). `clockSkewMs`: how far the clocks of the machines sharing the
-   * journal may disagree; every proposal carries it (`target.clock_skew_ms`), so claims
-   * last that much longer and expiries are judged by the latest clock (ARCHITECTURE.md,
-   * "Clocks across machines"). Default: none (one machine).
+   * A gate over `storage`. Options: `clock` (default the system clock), `agent` (the
+   * default agent name of effects), `claimWait` ({ pollMs, maxPolls }; default the gate's),
+   * `strict` (default false), `clockSkewMs`, `crashAt` (tests). An effect that names no
+   * lease or approval runs under its agent's standing lease, which the gate names and grants
+   * (recorded, once, at its first use), announced once when the effect is defined
+   * (`console.warn`, the gate's words). With `strict: true` such an effect is refused with
+   * InvalidFieldError at `/authority`, nothing recorded (`standingLease: false` is the older
+   * spelling of `strict: true`).
    * @param {GateComponent<GateRoot> | Promise<GateComponent<GateRoot>>} component
-   * @param {JournalBackend} journal
+   * @param {Storage} storage
    * @param {OpenOptions} [options]
    * @returns {Promise<Interlock>}
    */
-  static async create(component, journal, { clock = new SystemClock(), agent = 'agent', claimWait, strict, standingLease, clockSkewMs } = {}) {
-    const gate = await Gate.instantiate(await component, { journal, clock, claimWait });
+  static async create(component, storage, { clock = new SystemClock(), agent = 'agent', claimWait, strict, standingLease, clockSkewMs, crashAt } = {}) {
+    const gate = await Gate.instantiate(await component, { storage, clock, claimWait, crashAt });
     return new Interlock(gate, { agent, strict: strict === true || standingLease === false, clockSkewMs });
   }
-
-  /** Agents whose standing lease was announced (once each). */
-  #announced = new Set();
-
-  /** Strict authority: every effect must name its lease or approval. */
-  #strict = false;
 
   /**
    * Use the entry's `Interlock.open` (or `create`).
@@ -83,24 +103,16 @@ export class Interlock {
   constructor(gate, { agent, strict = false, clockSkewMs }) {
     /** The low-level gate (steps, receipts, verify). */
     this.gate = gate;
-    this.journal = gate.journal;
+    this.storage = gate.storage;
     this.clock = gate.clock;
     /** The default agent name of effects. */
     this.agent = agent;
-    this.#strict = strict === true;
-    if (this.#strict) gate.setStrictAuthority(true);
-    /** The clock skew every proposal allows (`target.clock_skew_ms`), if any. */
-    this.clockSkewMs = clockSkewMs;
+    this.#strict = strict;
+    if (strict) gate.setStrictAuthority(true);
+    gate.call('effects', 'configure', agent, clockSkewMs === undefined ? undefined : BigInt(clockSkewMs), gate.wait);
     // This gate reaches only the targets defined on it: an open effect of any other target
-    // (from a shared journal, or one defined in another process) is left open for a gate
-    // that can reach it, never answered with a made-up reply.
+    // is left open for a gate that can reach it, never answered with a made-up reply.
     gate.setRoutes([]);
-    this.#router = {
-      capture: (req) => this.#capture(req),
-      authorize: (req) => this.#authorize(req),
-      apply: (req) => this.#apply(req),
-      query: (req) => this.#query(req),
-    };
   }
 
   /**
@@ -115,9 +127,6 @@ export class Interlock {
    * bounds, cap (object or effect => object), allowed (async (effect, { agent, effectId })
    * => boolean: your own authority check), lookup (async (effect, { effectId }) => result or
    * null), dedupes, dedupeWindowMs, timeoutMs, agent }.
-   *
-   * The effect's arguments (`A`) are what `fn` takes before the key and the context; a
-   * function that takes neither (or no context) is typed by the overloads below.
    * @template {unknown[]} A
    * @overload
    * @param {EffectDefinition} def
@@ -148,84 +157,70 @@ export class Interlock {
     if (typeof def?.target !== 'string' || !def.target) throw new TypeError('effect: `target` (a name) is required');
     if (typeof fn !== 'function') throw new TypeError('effect: the second argument must be the function that does the effect');
     if (this.#targets.has(def.target)) throw new TypeError(`effect: target ${JSON.stringify(def.target)} is already defined`);
-    const entry = { def, fn };
-    this.#targets.set(def.target, entry);
-    this.gate.setRoutes([...this.#targets.keys()]);
-    if (!def.lease && !def.approval) this.#announce(def.agent ?? this.agent);
-    const arity = def.params ? def.params.length : 1;
-    /** @param {unknown[]} args */
-    const toEffect = (args) => {
-      // An extra argument would be dropped from the effect without a word (a missing one is
-      // undefined, which the JSON check refuses).
-      if (args.length > arity) {
-        throw invalidField('/effect', `effect ${def.target} takes ${arity} argument${arity === 1 ? '' : 's'}` +
-          `${def.params ? ` (${def.params.join(', ')})` : ''}, got ${args.length}: the extra ones would be dropped`);
-      }
-      const effect = def.params ? Object.fromEntries(def.params.map((p, i) => [p, args[i]])) : args[0];
-      assertJson(effect, '/effect'); // before `key` or `cap` functions see it
-      return /** @type {JsonObject} */ (effect);
-    };
-    // The effect id comes from the key and the effect alone; the proposal it is asked on
-    // leaves out the bounds, which name premises not read yet.
+    /** @type {Record<string, Json>} */
+    const definition = { target: def.target, functions: ['apply', ...ROLES.filter((r) => typeof def[r] === 'function')] };
+    if (def.params) definition.params = def.params;
+    for (const [name, value] of /** @type {const} */ ([['key', def.key], ['lease', def.lease], ['approval', def.approval], ['bounds', def.bounds],
+      ['cap', def.cap], ['dedupes', def.dedupes], ['dedupe_window_ms', def.dedupeWindowMs], ['timeout_ms', def.timeoutMs], ['agent', def.agent]])) {
+      if (value !== undefined && typeof value !== 'function') definition[name] = /** @type {Json} */ (value);
+    }
+    const standing = this.gate.call('effects', 'define', jsonText(definition));
+    this.#targets.set(def.target, { def, fn });
+    if (standing !== undefined) this.#announce(standing);
     /**
-     * @param {JsonObject} effect
+     * @param {'call' | 'propose'} how
      * @param {EffectOverrides} overrides
+     * @param {unknown[]} args
      */
-    const effectId = (effect, overrides) => this.gate.effectIdOf(this.#proposal(def, effect, overrides, { bounds: false }));
-    /** @param {EffectOverrides} overrides */
-    const call = (overrides) => async (/** @type {A} */ ...args) => {
-      const effect = toEffect(args);
-      let { premises } = overrides;
-      if (premises === undefined && def.premises) {
-        // The premises as the agent decides: read now, the effect's own result excluded.
-        premises = await def.premises(effect, { effectId: effectId(effect, overrides) });
-      }
-      return this.gate.submit(this.#proposal(def, effect, { ...overrides, premises }), this.#router);
+    const start = async (how, overrides, args) => {
+      args.forEach((a, i) => assertJson(a, def.params?.[i] === undefined ? '/effect' : `/effect/${def.params[i]}`));
+      const o = Object.keys(overrides).length ? jsonText(overrides) : undefined;
+      return this.#run(this.gate.call('effects', how, def.target, JSON.stringify(args), o));
     };
+    /** @param {EffectOverrides} overrides */
+    const call = (overrides) => async (/** @type {A} */ ...args) => outcome(await start('call', overrides, args));
+    /** @param {unknown[]} args */
+    const proposal = async (...args) => /** @type {string} */ ((await start('propose', {}, args)).val);
     return Object.assign(call({}), {
       /** The same call with per-request settings: { approval, lease, premises, key }. */
       with: call,
+      /** The proposal a call would submit (JSON text), recording nothing. */
+      proposal,
       /** The effect id a call would get, recording nothing. */
-      effectId: (/** @type {A} */ ...args) => effectId(toEffect(args), {}),
+      effectId: async (/** @type {A} */ ...args) => this.gate.effectIdOf(await proposal(...args)),
       target: def.target,
     });
   }
 
   /**
-   * The proposal (ARCHITECTURE.md, "Proposal") of one call of the effect `def`.
-   * @param {EffectDefinition} def
-   * @param {JsonObject} effect
-   * @param {EffectOverrides} o
-   * @param {{ bounds?: boolean }} [options]
+   * Runs an `effects` step through to its end, calling the definitions' functions.
+   * @param {EffectStep} step
    */
-  #proposal(def, effect, o, { bounds = true } = {}) {
-    /** @type {Record<string, Json>} */
-    const target = { name: def.target };
-    if (def.dedupes !== undefined) target.dedupes = Boolean(def.dedupes);
-    if (def.dedupeWindowMs !== undefined) target.dedupe_window_ms = def.dedupeWindowMs;
-    target.lookup = Boolean(def.lookup);
-    if (def.timeoutMs !== undefined) target.timeout_ms = def.timeoutMs;
-    // The gate checks it (a whole number of ms, at most 2^53 - 1) like every field.
-    if (this.clockSkewMs !== undefined) target.clock_skew_ms = this.clockSkewMs;
-    const agent = def.agent ?? this.agent;
-    const approval = o.approval ?? (o.lease ? undefined : def.approval);
-    const lease = o.lease ?? def.lease;
-    // No authority named: the gate runs the proposal under the agent's standing lease,
-    // which it grants at first use (or refuses it, under strict authority).
-    /** @type {{ approval?: string, lease?: string, host_check?: boolean }} */
-    const authority = approval ? { approval } : lease ? { lease } : {};
-    if (def.allowed) authority.host_check = true;
-    /** @type {Record<string, unknown>} */
-    const p = { agent, target };
-    const key = o.key ?? (typeof def.key === 'function' ? def.key(effect) : def.key);
-    if (key !== undefined) p.key = key;
-    p.effect = effect;
-    if (Object.keys(authority).length > 0) p.authority = authority;
-    if (o.premises !== undefined) p.premises = o.premises;
-    if (def.bounds && bounds) p.bounds = def.bounds;
-    const cap = typeof def.cap === 'function' ? def.cap(effect) : def.cap;
-    if (cap) p.cap = cap;
-    return p;
+  #run(step) {
+    return this.gate.loop('effects', step, (c) => this.#perform(c));
+  }
+
+  /**
+   * Calls the function the machine asked for.
+   * @param {EffectCall} c
+   * @returns {Promise<CallAnswer>}
+   */
+  async #perform(c) {
+    const entry = this.#targets.get(c.target);
+    // The gate asks only for the targets defined here: anything else is a broken contract.
+    if (!entry) throw new InterlockError(`the gate asked for target ${JSON.stringify(c.target)}, which is not defined here`);
+    const { def, fn } = entry;
+    const effect = JSON.parse(c.effect);
+    const effectId = /** @type {string} */ (c.effectId);
+    if (c.role === 'apply') {
+      const args = def.params ? def.params.map((p) => effect[p]) : [effect];
+      const ms = Number(c.timeoutMs);
+      return answerOf(() => withTimeout(ms, (signal) => fn(...args, c.idempotencyKey, { effectId, attempt: c.attempt, signal })));
+    }
+    const f = /** @type {Function} */ (def[c.role]);
+    if (c.role === 'allowed') return answerOf(() => f(effect, { agent: c.agent, effectId }));
+    if (c.role === 'premises' || c.role === 'lookup') return answerOf(() => f(effect, { effectId }));
+    return answerOf(() => f(effect));
   }
 
   /**
@@ -247,100 +242,14 @@ export class Interlock {
   }
 
   /**
-   * The definition for a step's target. The gate asks only for the targets given to
-   * setRoutes, so an unknown one is a broken contract: it throws, and is never answered
-   * (a made-up "not allowed" or "rejected" would close an effect whose send may have landed).
-   * @param {{ target: string, effect: string }} req
-   * @returns {Definition & { effect: any }}
-   */
-  #route(req) {
-    const entry = this.#targets.get(req.target);
-    if (!entry) throw new InterlockError(`the gate asked for target ${JSON.stringify(req.target)}, which is not routed to this gate`);
-    return { ...entry, effect: JSON.parse(req.effect) };
-  }
-
-  /**
-   * @param {CaptureRequest} req
-   * @returns {Promise<Reply>}
-   */
-  async #capture(req) {
-    const { def, effect } = this.#route(req);
-    try {
-      if (!def.premises) return { tag: 'failed', val: `effect ${req.target} defines no premises` };
-      const all = await def.premises(effect, { effectId: req.effectId });
-      /** @type {JsonObject} */
-      const asked = {};
-      for (const name of req.names) {
-        if (!Object.hasOwn(all ?? {}, name)) return { tag: 'failed', val: `premises() gave no ${JSON.stringify(name)}` };
-        asked[name] = all[name];
-      }
-      // A value JSON cannot carry is a read that failed, not a premise that changed to null.
-      return { tag: 'captured', val: jsonText(asked) };
-    } catch (e) {
-      return { tag: 'failed', val: message(e) };
-    }
-  }
-
-  /**
-   * @param {AuthorizeRequest} req
-   * @returns {Promise<Reply>}
-   */
-  async #authorize(req) {
-    const { def, effect } = this.#route(req);
-    // A check that could not be made (none installed here for a recorded proposal that asks
-    // for one, or one that threw) is not a "no": the gate leaves the effect open.
-    if (!def.allowed) return { tag: 'failed', val: `effect ${req.target} defines no allowed() check` };
-    try {
-      return { tag: 'allowed', val: (await def.allowed(effect, { agent: req.agent, effectId: req.effectId })) === true };
-    } catch (e) {
-      return { tag: 'failed', val: `allowed() threw: ${message(e)}` };
-    }
-  }
-
-  /**
-   * @param {ApplyRequest} req
-   * @returns {Promise<Reply>}
-   */
-  async #apply(req) {
-    const { def, fn, effect } = this.#route(req);
-    const args = def.params ? def.params.map((/** @type {string} */ p) => effect[p]) : [effect];
-    // The recorded proposal's timeout (the gate's default when it gave none): the claim
-    // recovery waits out, so the send must not outlive it. Asked before the send: a gate
-    // error here is not a send whose fate is unknown.
-    const timeoutMs = this.gate.sendTimeoutMs(req.effectId);
-    try {
-      const result = await withTimeout(timeoutMs, (signal) =>
-        fn(...args, req.idempotencyKey, { effectId: req.effectId, attempt: req.attempt, signal }));
-      return { tag: 'applied', val: JSON.stringify(result ?? null) };
-    } catch (e) {
-      if (e instanceof Rejected) return { tag: 'rejected', val: e.message };
-      return { tag: 'unknown', val: message(e) };
-    }
-  }
-
-  /**
-   * @param {QueryRequest} req
-   * @returns {Promise<Reply>}
-   */
-  async #query(req) {
-    const { def, effect } = this.#route(req);
-    try {
-      if (!def.lookup) return { tag: 'failed', val: `effect ${req.target} defines no lookup` };
-      const found = await def.lookup(effect, { effectId: req.effectId });
-      return found === null || found === undefined ? { tag: 'not-found' } : { tag: 'found', val: jsonText(found) };
-    } catch (e) {
-      return { tag: 'failed', val: message(e) };
-    }
-  }
-
-  /**
    * Recovers every open effect (call at startup, after defining the effects). Resolves to
    * `[{ effectId, outcome }]` (or `{ effectId, error }` for an effect the gate could not act on).
    * Effects of a target no effect here defines stay open (target_unroutable), untouched.
    * @returns {Promise<Recovered[]>}
    */
   async recover() {
-    return this.gate.recoverAll(this.#router);
+    return /** @type {Promise<Recovered[]>} */ (this.gate.recoverEach(async (effectId) =>
+      ({ effectId, outcome: outcome(await this.#run(this.gate.call('effects', 'recover', effectId))) })));
   }
 
   /**
@@ -349,9 +258,8 @@ export class Interlock {
    * @returns {Promise<Outcome>}
    */
   async submit(proposal) {
-    return this.gate.submit(proposal, this.#router);
+    return outcome(await this.#run(this.gate.call('effects', 'submit', jsonText(proposal))));
   }
-
   /**
    * Grants (or extends) a lease: `{ ttlMs }` from now, or `{ untilMs }`.
    * @param {string} name
@@ -428,7 +336,7 @@ export class Interlock {
    * @returns {void | Promise<void>}
    */
   close() {
-    return this.journal.close?.();
+    return this.storage.close?.();
   }
 }
 

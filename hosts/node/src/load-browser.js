@@ -1,7 +1,6 @@
 // Loading the transpiled components in a browser: core modules are fetched relative to this
 // file and compiled once per page; every Gate or PaymentsService is a new instance of them.
-import { GateComponent } from './gate.js';
-import { useCoreModules, formatReady } from './journal/format.js';
+import { GateComponent } from './component.js';
 
 /**
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
@@ -17,14 +16,12 @@ let payments;
  * @template Root
  * @param {string} dir
  * @param {string} jsName
- * @returns {() => Promise<GateComponent<Root>>}
+ * @returns {Promise<GateComponent<Root>>}
  */
-function loader(dir, jsName) {
+async function load(dir, jsName) {
   const base = new URL(`../gen/${dir}/`, import.meta.url);
-  return async () => {
-    const mod = await import(new URL(jsName, base).href);
-    return new GateComponent(mod.instantiate, (/** @type {string} */ name) => WebAssembly.compileStreaming(fetch(new URL(name, base))));
-  };
+  const mod = await import(new URL(jsName, base).href);
+  return new GateComponent(mod.instantiate, (name) => WebAssembly.compileStreaming(fetch(new URL(name, base))));
 }
 
 /**
@@ -32,7 +29,7 @@ function loader(dir, jsName) {
  * @returns {Promise<GateComponent<GateRoot>>}
  */
 export function gateComponent() {
-  gate ??= loader('gate', 'interlock_gate.js')();
+  gate ??= load('gate', 'interlock_gate.js');
   return gate;
 }
 
@@ -41,35 +38,6 @@ export function gateComponent() {
  * @returns {Promise<GateComponent<PaymentsRoot>>}
  */
 export function paymentsComponent() {
-  payments ??= loader('payments', 'payments_sim.js')();
+  payments ??= load('payments', 'payments_sim.js');
   return payments;
-}
-
-/** @type {Promise<void> | undefined} */
-let format;
-
-/**
- * Loads the journal-format component (gen/journal-format) once per page: every journal
- * checks its entries with it. A page may not compile a large module synchronously, so its
- * core modules are compiled here, before any journal is made; Interlock.open and
- * Interlock.memory await this themselves.
- * @returns {Promise<void>}
- */
-export function journalFormat() {
-  format ??= (async () => {
-    if (formatReady()) return;
-    const base = new URL('../gen/journal-format/', import.meta.url);
-    const manifest = await (await fetch(new URL('../manifest.json', base))).json();
-    /** @type {Map<string, WebAssembly.Module>} */
-    const compiled = new Map();
-    for (const name of manifest['journal-format'].cores) {
-      compiled.set(name, await WebAssembly.compileStreaming(fetch(new URL(name, base))));
-    }
-    useCoreModules((name) => {
-      const m = compiled.get(name);
-      if (!m) throw new Error(`gen/journal-format/${name} was not in gen/manifest.json: run npm run build`);
-      return m;
-    });
-  })();
-  return format;
 }

@@ -1,7 +1,7 @@
 // Loading the transpiled components in Node: core modules are read from gen/ and compiled
 // once per process; every Gate or PaymentsService is a cheap new instance of them.
 import { readFile } from 'node:fs/promises';
-import { GateComponent } from './gate.js';
+import { GateComponent } from './component.js';
 
 /**
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
@@ -17,16 +17,14 @@ let payments;
  * @template Root
  * @param {string} dir
  * @param {string} jsName
- * @returns {() => Promise<GateComponent<Root>>}
+ * @returns {Promise<GateComponent<Root>>}
  */
-function loader(dir, jsName) {
+async function load(dir, jsName) {
   const base = new URL(`../gen/${dir}/`, import.meta.url);
-  return async () => {
-    const mod = await import(new URL(jsName, base).href).catch((e) => {
-      throw new Error(`cannot load gen/${dir}/${jsName}: run \`npm run build\` in hosts/node (${e.message})`);
-    });
-    return new GateComponent(mod.instantiate, async (/** @type {string} */ name) => WebAssembly.compile(await readFile(new URL(name, base))));
-  };
+  const mod = await import(new URL(jsName, base).href).catch((e) => {
+    throw new Error(`cannot load gen/${dir}/${jsName}: run \`npm run build\` in hosts/node (${e.message})`);
+  });
+  return new GateComponent(mod.instantiate, async (name) => WebAssembly.compile(await readFile(new URL(name, base))));
 }
 
 /**
@@ -34,7 +32,7 @@ function loader(dir, jsName) {
  * @returns {Promise<GateComponent<GateRoot>>}
  */
 export function gateComponent() {
-  gate ??= loader('gate', 'interlock_gate.js')();
+  gate ??= load('gate', 'interlock_gate.js');
   return gate;
 }
 
@@ -43,6 +41,6 @@ export function gateComponent() {
  * @returns {Promise<GateComponent<PaymentsRoot>>}
  */
 export function paymentsComponent() {
-  payments ??= loader('payments', 'payments_sim.js')();
+  payments ??= load('payments', 'payments_sim.js');
   return payments;
 }

@@ -8,7 +8,7 @@ import { InterlockError } from './errors.js';
 /**
  * @import { Clock, Refund, PaymentsPremises, Targets, AuthorizeRequest, CaptureRequest, ApplyRequest, QueryRequest, Reply } from './types.js'
  * @import { Root as PaymentsRoot } from '../gen/payments/payments_sim.js'
- * @import { GateComponent } from './gate.js'
+ * @import { GateComponent } from './component.js'
  * @typedef {PaymentsRoot['service']} ServiceApi
  */
 

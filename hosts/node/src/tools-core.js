@@ -1,48 +1,35 @@
 // protect(): the gate in front of an agent's plain tool functions (OpenAI or Anthropic
 // tool-calling loops), for any host: Node (src/tools.js) and the browser (src/browser.js)
-// each give it their component loader and journal opener. Which calls are effects, and how a call becomes a premise read, a
-// proposal, a send and a lookup, is the component's rule (interlock:gate/tools); this file
-// only runs the loop every host runs (ARCHITECTURE.md, "Tool gating") and calls functions.
-import { Gate, GateComponent, gateRoot, jsonText } from './gate.js';
+// each give it their component loader and journal opener. Which calls are effects, and how a
+// call becomes a premise read, a proposal, a send and a lookup, is the component's `tools`
+// session (ARCHITECTURE.md, "Tool gating"); this file calls the functions it is told to.
+import { Gate, toOutcome } from './gate.js';
+import { gateRoot } from './component.js';
+import { answerOf, withTimeout } from './interlock.js';
+import { jsonText } from './json.js';
 import { MemoryJournal } from './journal/memory.js';
 import { SystemClock } from './clock.js';
-import { GateError, InterlockError, Rejected, TargetTimeoutError, gateError, invalidField } from './errors.js';
-
-/** @param {unknown} e */
-const message = (e) => String(/** @type {any} */ (e)?.message ?? e);
-
-/** A gated call's premise tool failed (threw), so the call was not made; nothing recorded. */
-export class PremiseReadError extends InterlockError {
-  /**
-   * @param {string} tool the premise tool
-   * @param {unknown} cause what it threw
-   */
-  constructor(tool, cause) {
-    super(`the premise tool ${tool} failed: ${message(cause)}`, { cause });
-    this.tool = tool;
-  }
-}
+import { GateError, InterlockError, gateError, invalidField } from './errors.js';
 
 /**
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
- * @import { Outcome as WitOutcome } from '../gen/gate/interfaces/interlock-gate-types.js'
- * @import { ToolCall } from '../gen/gate/interfaces/interlock-gate-tools.js'
- * @import { Json, JsonObject, Reply, Step, Targets, Recovered, CaptureRequest, ApplyRequest, QueryRequest } from './types.js'
- * @import { ToolFunction, ProtectOptions, ToolOutput, ProtectedTools, RecoveredTool, JournalBackend } from './types.js'
- * @typedef {GateRoot['tools']} ToolsApi
+ * @import { ToolStep, ToolDone, ToolRequest, ToolOptions } from '../gen/gate/interfaces/interlock-gate-tools.js'
+ * @import { GateComponent } from './component.js'
+ * @import { ToolFunction, ProtectOptions, ToolOutput, ProtectedTools, RecoveredTool, Storage } from './types.js'
  */
 
+/** A gated call's premise tool failed, so the call was not made; nothing recorded. */
+export class PremiseReadError extends InterlockError {}
+
 /**
- * What protect() needs from its host: the gate component, the journal a location names
- * (a folder or URL in Node; an IndexedDB database name in a browser), and a promise that
- * resolves once a journal can be made (the journal-format component is compiled).
- * @typedef {JournalBackend & { close: () => unknown }} Opened
- * @typedef {{ gateComponent: () => Promise<GateComponent<GateRoot>>, openJournal: (location: string, options: ProtectOptions) => Opened | Promise<Opened>, ready: () => Promise<void> }} ToolsHost
+ * What protect() needs from its host: the gate component, and the journal's storage a
+ * location names (a folder or URL in Node; an IndexedDB database name in a browser).
+ * @typedef {Storage & { close: () => unknown }} Opened
+ * @typedef {{ gateComponent: () => Promise<GateComponent<GateRoot>>, openJournal: (location: string, options: ProtectOptions) => Opened | Promise<Opened> }} ToolsHost
  */
 
 /** Members of the returned object; a tool of one of these names would shadow them. */
 const RESERVED = new Set(['recover', 'close', 'gate', 'gated', 'then']);
-
 
 /**
  * A component export's `err` (jco throws it with a `payload`) as the package's typed GateError.
@@ -61,79 +48,33 @@ function typed(fn) {
 }
 
 /**
- * `run()`, or TargetTimeoutError after `ms`.
- * @template T
- * @param {number} ms
- * @param {() => T | Promise<T>} run
- * @returns {Promise<T>}
+ * A finished call as protect() answers it.
+ * @param {ToolDone} done
+ * @returns {ToolOutput}
  */
-function withTimeout(ms, run) {
-  /** @type {ReturnType<typeof setTimeout> | undefined} */
-  let timer;
-  /** @type {Promise<never>} */
-  const timeout = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new TargetTimeoutError(`the tool did not answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([Promise.resolve().then(run), timeout]).finally(() => clearTimeout(timer));
-}
-
-/**
- * The gate component, its instance's exports kept: `tools` (the mapping) and every `done`
- * outcome as the component gave it, which `reply` takes (the typed Outcome Gate.drive
- * returns has its JSON parsed: the reply's wording quotes the recorded text).
- * @param {GateComponent<GateRoot>} real
- */
-function keeping(real) {
-  const kept = {
-    /** @type {ToolsApi | undefined} */
-    tools: undefined,
-    /** @type {Map<bigint, WitOutcome>} a submitted operation's final outcome, by operation */
-    byOp: new Map(),
-    /** @type {Map<string, WitOutcome>} a recovery's final outcome, by effect */
-    byEffect: new Map(),
-  };
-  /** @type {Set<bigint>} operations started by `recover` */
-  const recovering = new Set();
-  /** @param {Step} step */
-  const note = (step) => {
-    if (step.ask.tag !== 'done') return step;
-    if (recovering.delete(step.op)) kept.byEffect.set(step.ask.val.effectId, step.ask.val);
-    else kept.byOp.set(step.op, step.ask.val);
-    return step;
-  };
-  const component = new GateComponent(async (getCoreModule, imports) => {
-    const root = await real.instantiate(getCoreModule, imports);
-    kept.tools = root.tools;
-    const g = root.gate;
-    return /** @type {GateRoot} */ ({
-      ...root,
-      gate: {
-        ...g,
-        submit: (/** @type {string} */ p) => note(g.submit(p)),
-        resume: (/** @type {bigint} */ op, /** @type {Reply} */ r) => note(g.resume(op, r)),
-        recover: (/** @type {string} */ id) => {
-          const step = g.recover(id);
-          recovering.add(step.op);
-          return note(step);
-        },
-      },
-    });
-  }, real.getCoreModule);
-  return { component, kept };
+function output(done) {
+  const outcome = JSON.parse(done.reply.outcome);
+  if (done.outcome) return { ok: !done.reply.isError, message: done.reply.message, outcome, result: outcome.result ?? null };
+  // Refused before the gate was asked: nothing recorded, nothing sent.
+  const why = outcome.error ?? {};
+  const error = why.kind === 'invalid_field' ? invalidField(why.field, why.problem)
+    : String(why.kind).startsWith('premise_') ? new PremiseReadError(done.reply.message)
+      : new InterlockError(done.reply.message);
+  return { ok: false, message: done.reply.message, outcome: null, result: null, error };
 }
 
 /**
  * Puts the gate in front of `functions` (name -> a plain, possibly async, function taking
  * the call's arguments object). `config` is the tool-gating configuration (object or JSON
  * text; ARCHITECTURE.md, "Tool gating"): the tools it lists are gated, every other one
- * passes through. The journal is `options.journal`, else `config.journal_dir` (a folder,
- * `sqlite:///abs/path.db` or `postgres://...`, as Interlock.open takes). A gated tool's
- * authority is its own (`authority` in the config), else `options.authority`; a tool with
- * neither is refused here with InvalidFieldError at `/tools/<name>/authority`.
+ * passes through. The journal is `options.journal`, else the configuration's `journal_dir`
+ * (default `.interlock/mcp`; a folder, `sqlite:///abs/path.db` or `postgres://...`, as
+ * Interlock.open takes). A gated tool's authority is its own (`authority` in the config),
+ * else `options.authority`, else (unless `strict`) its agent's standing lease, announced once.
  *
  * Each gated tool resolves to `{ ok, message, outcome, result }` (and `error`, typed, when the
  * call was refused before anything was recorded): `message` (hand it to the model) and
- * `outcome` come from the component's `reply`. An un-gated tool is the function given,
+ * `outcome` are the component's (its `tools` session drives the call). An un-gated tool is the function given,
  * untouched. Call `recover()` once at startup, before serving calls.
  * @template {Record<string, ToolFunction>} F
  * @param {ToolsHost} host
@@ -149,186 +90,79 @@ export async function protectWith(host, functions, config, options = {}) {
     if (RESERVED.has(name)) throw new TypeError(`protect: a tool cannot be named ${JSON.stringify(name)} (the protected object has a member of that name)`);
   }
   const text = jsonText(config);
-  await host.ready();
-  const real = await host.gateComponent();
-  const { component, kept } = keeping(real);
+  const component = await host.gateComponent();
   const clock = options.clock ?? new SystemClock();
-  // A throwaway instance checks the configuration before a journal is opened: a bad one
-  // opens (and locks) nothing.
-  const checker = (await gateRoot(real, { journal: new MemoryJournal(), clock })).tools;
-  const gated = typed(() => checker.checkConfig(text));
-  /** @type {any} the configuration's own words, read only for its journal_dir */
-  const cfg = JSON.parse(text);
-  const authority = options.authority === undefined ? undefined : jsonText(options.authority);
-  // Every tool the configuration names (gated, premise, lookup) needs a function: one missing
-  // would only be found at a re-check or a recovery (the component's rule, every host's).
-  typed(() => checker.checkTools(text, Object.keys(functions)));
-  // Every gated tool has authority: its own, else the host's, else (unless strict) the
-  // agent's standing lease, announced here once, never silently.
-  const standing = typed(() => checker.checkAuthority(text, authority, options.strict === true));
-  const location = options.journal ?? cfg.journal_dir;
-  if (location === undefined) throw invalidField('/journal_dir', 'is required: where the journal is (or give options.journal)');
-  const journal = await host.openJournal(location, options);
+  const w = options.claimWait;
+  /** @type {ToolOptions} */
+  const toolOptions = {
+    agent: options.agent ?? 'agent',
+    authority: options.authority === undefined ? undefined : jsonText(options.authority),
+    strict: options.strict === true,
+    results: 'plain',
+    wait: w && { pollMs: BigInt(w.pollMs), maxPolls: BigInt(w.maxPolls) },
+  };
+  // A throwaway instance checks the configuration (and that every tool it names has a
+  // function) before a journal is opened: a bad one opens (and locks) nothing.
+  const checker = (await gateRoot(component, { storage: new MemoryJournal(), clock })).tools;
+  const started = typed(() => checker.start(text, toolOptions));
+  typed(() => checker.checkTools(Object.keys(functions)));
+  const storage = await host.openJournal(options.journal ?? started.journalDir, options);
   /** @type {Gate} */
   let gate;
   try {
-    gate = await Gate.instantiate(component, { journal, clock, hooks: options.hooks, claimWait: options.claimWait });
-    gate.setRoutes(gated);
+    gate = await Gate.instantiate(component, { storage, clock, claimWait: options.claimWait, crashAt: options.crashAt });
     if (options.strict === true) gate.setStrictAuthority(true);
+    gate.call('tools', 'start', text, toolOptions);
   } catch (e) {
-    journal.close();
+    await storage.close();
     throw e;
   }
-  const api = /** @type {ToolsApi} */ (kept.tools);
-  const agent = options.agent ?? 'agent';
-  if (standing.length > 0) console.warn(gate.standingNotice(agent));
-  const isGated = new Set(gated);
+  if (started.standing.length > 0) console.warn(gate.standingNotice(toolOptions.agent));
 
   /**
-   * Calls the function a mapped call names; resolves to its answer as JSON text.
-   * @param {ToolCall} call
-   * @param {number} [timeoutMs]
+   * Runs a `tools` step through to its end, calling the tools it names.
+   * @param {ToolStep} step
    */
-  const invoke = async (call, timeoutMs) => {
-    const fn = functions[call.tool];
-    const args = JSON.parse(call.arguments);
-    const answer = timeoutMs === undefined ? await fn(args) : await withTimeout(timeoutMs, () => fn(args));
-    return JSON.stringify(answer ?? null);
-  };
-
-  /** @type {Targets} */
-  const targets = {
-    routes: gated,
-    async capture(/** @type {CaptureRequest} */ req) {
-      try {
-        const call = typed(() => api.premiseCall(text, req.target, req.effect));
-        if (!call) return { tag: 'failed', val: `${req.target} has no premise tool` };
-        const answer = await invoke(call);
-        return { tag: 'captured', val: typed(() => api.premises(text, req.target, answer)) };
-      } catch (e) {
-        return { tag: 'failed', val: message(e) };
-      }
-    },
-    // The configuration names a lease or an approval, never a host check: a recorded
-    // proposal that asks for one cannot be answered here, so the effect stays open.
-    authorize: () => ({ tag: 'failed', val: 'protect() has no authority check installed' }),
-    async apply(/** @type {ApplyRequest} */ req) {
-      // Asked before the send: a gate error here is not a send whose fate is unknown.
-      const call = typed(() => api.sendCall(text, req.target, req.effect, req.idempotencyKey));
-      const timeoutMs = gate.sendTimeoutMs(req.effectId);
-      try {
-        return { tag: 'applied', val: await invoke(call, timeoutMs) };
-      } catch (e) {
-        if (e instanceof Rejected) return { tag: 'rejected', val: e.message };
-        return { tag: 'unknown', val: message(e) };
-      }
-    },
-    async query(/** @type {QueryRequest} */ req) {
-      try {
-        const call = typed(() => api.lookupCall(text, req.target, req.effectId, req.effect));
-        if (!call) return { tag: 'failed', val: `${req.target} has no lookup tool` };
-        const answer = await invoke(call);
-        return typed(() => api.found(text, req.target, answer)) ? { tag: 'found', val: answer } : { tag: 'not-found' };
-      } catch (e) {
-        return { tag: 'failed', val: message(e) };
-      }
-    },
-  };
-
-  /**
-   * The model's answer for a gated call of `tool` that ended in `raw`.
-   * @param {string} tool
-   * @param {WitOutcome} raw
-   * @returns {ToolOutput}
-   */
-  const answer = (tool, raw) => {
-    const r = api.reply(tool, raw);
-    const outcome = JSON.parse(r.outcome);
-    return { ok: !r.isError, message: r.message, outcome, result: outcome.result ?? null };
-  };
-
-  /**
-   * A call that could not become an effect (a bad call, a failed premise read): the model
-   * gets the error; nothing was recorded or sent. The words are the other hosts' (the
-   * proxies', Python's protect()).
-   * @param {string} tool
-   * @param {unknown} e
-   * @returns {ToolOutput}
-   */
-  const notDone = (tool, e) => ({
-    ok: false,
-    message: e instanceof PremiseReadError
-      ? `${tool} was NOT done and nothing was recorded: the facts it rests on could not be read (${message(e)}). Try again later.`
-      : `${tool} was NOT done and nothing was recorded: ${message(e)}. Fix the call and try again.`,
-    outcome: null,
-    result: null,
-    error: /** @type {Error} */ (e),
-  });
-
-  /**
-   * @param {string} tool
-   * @param {unknown} args
-   * @returns {Promise<ToolOutput>}
-   */
-  const gatedCall = async (tool, args) => {
-    /** @type {Step} */
-    let step;
-    try {
-      const argText = jsonText(args);
-      const read = typed(() => api.premiseCall(text, tool, argText));
-      /** @type {string | undefined} */
-      let premises;
-      if (read) {
-        try {
-          premises = await invoke(read);
-        } catch (e) {
-          throw new PremiseReadError(read.tool, e);
-        }
-      }
-      const proposal = typed(() => api.proposal(text, tool, argText, premises, agent, authority));
-      step = gate.submitStep(proposal);
-    } catch (e) {
-      if (e instanceof GateError || e instanceof PremiseReadError) return notDone(tool, e);
-      throw e;
-    }
-    /** @type {WitOutcome | undefined} */
-    let raw;
-    try {
-      await gate.drive(step, targets);
-    } finally {
-      raw = kept.byOp.get(step.op);
-      kept.byOp.delete(step.op);
-    }
-    if (!raw) throw new Error(`the gate finished operation ${step.op} without an outcome`);
-    return answer(tool, raw);
-  };
+  const run = async (step) => /** @type {ToolDone} */ ((await gate.loop('tools', step, (/** @type {ToolRequest} */ req) => {
+    const fn = functions[req.call.tool];
+    const args = JSON.parse(req.call.arguments);
+    return answerOf(() => (req.timeoutMs === undefined ? fn(args) : withTimeout(Number(req.timeoutMs), () => fn(args))));
+  })).val);
 
   /** @type {Record<string, (args: any) => unknown>} */
   const wrapped = {};
+  const isGated = new Set(started.gated);
   for (const [name, fn] of Object.entries(functions)) {
     // An un-gated tool is not an effect: the function itself, untouched (as in Python).
-    wrapped[name] = isGated.has(name) ? (args) => gatedCall(name, args) : fn;
+    wrapped[name] = isGated.has(name) ? async (args) => {
+      /** @type {string} */
+      let argText;
+      try {
+        argText = jsonText(args);
+      } catch (e) {
+        if (!(e instanceof GateError)) throw e;
+        return { ok: false, message: `${name} was NOT done and nothing was recorded: ${e.message}. Fix the call and try again.`, outcome: null, result: null, error: e };
+      }
+      return output(await run(gate.call('tools', 'call', name, argText)));
+    } : fn;
   }
   Object.defineProperties(wrapped, {
     /** Recovers every open effect of the gated tools (once, at startup). */
     recover: {
-      value: async () => {
-        const all = await gate.recoverAll(targets);
-        return all.map((r) => {
-          const raw = kept.byEffect.get(r.effectId);
-          kept.byEffect.delete(r.effectId);
-          if (!raw || r.error) return r;
-          const tool = /** @type {{ name: string }} */ (gate.receipt(r.effectId).target).name;
-          return { ...r, ...answer(tool, raw) };
-        });
-      },
+      value: () => gate.recoverEach(async (effectId) => {
+        const done = await run(gate.call('tools', 'recover', effectId));
+        const { ok, message, result } = output(done);
+        /** @type {RecoveredTool} */
+        const r = { effectId, outcome: toOutcome(/** @type {NonNullable<ToolDone['outcome']>} */ (done.outcome)), ok, message, result };
+        return r;
+      }),
     },
     /** The low-level gate: leases, approvals, receipts, verify. */
     gate: { value: gate },
     /** The tools the configuration gates. */
-    gated: { value: [...gated] },
+    gated: { value: [...started.gated] },
     /** Releases the journal (and its lock). */
-    close: { value: () => journal.close() },
+    close: { value: () => storage.close() },
   });
   return /** @type {ProtectedTools<F>} */ (/** @type {unknown} */ (wrapped));
 }

@@ -17,7 +17,7 @@ import { openJournal } from './journal/open.js';
  * @returns {Promise<ProtectedTools<F>>}
  */
 export function protect(functions, config, options = {}) {
-  return protectWith({ gateComponent, openJournal, ready: async () => {} }, functions, config, options);
+  return protectWith({ gateComponent, openJournal }, functions, config, options);
 }
 
 export { PremiseReadError };

@@ -10,9 +10,11 @@ import type {
   QueryRequest,
   Reply,
   Step,
+  CrashPoint,
 } from '../gen/gate/interfaces/interlock-gate-target.js';
+import type { Statement, SqlValue } from '../gen/gate/interfaces/interlock-gate-storage.js';
 
-export type { ApplyRequest, AuthorizeRequest, CaptureRequest, QueryRequest, Reply, Step };
+export type { ApplyRequest, AuthorizeRequest, CaptureRequest, QueryRequest, Reply, Step, CrashPoint, Statement, SqlValue };
 
 /** Where an effect is in its life, spelled as in the journal. */
 export type State = 'PROPOSED' | 'AUTHORIZED' | 'DISPATCHED' | 'COMMITTED' | 'REFUSED' | 'AMBIGUOUS' | 'CONFIRMED';
@@ -118,20 +120,33 @@ export interface Effect<A extends unknown[]> {
   (...args: A): Promise<Outcome>;
   /** The same call with per-request settings. */
   with(overrides: EffectOverrides): (...args: A) => Promise<Outcome>;
+  /** The proposal a call would submit (JSON text), recording nothing; its functions are asked as for a call. */
+  proposal(...args: A): Promise<string>;
   /** The effect id a call would get, recording nothing. */
-  effectId(...args: A): string;
+  effectId(...args: A): Promise<string>;
   readonly target: string;
 }
 
-/** A journal backend: six synchronous methods (src/journal/ has the file, memory and IndexedDB ones). */
-export interface JournalBackend {
-  append(stream: string, expectedLength: number, entries: string[], durable: boolean, open: boolean): void;
-  read(stream: string, start: number): string[];
-  length(stream: string): number;
-  openStreams(): string[];
-  streams(): string[];
-  sync(): void;
-  /** Write-behind backends: resolves once every append so far is durable. */
+/**
+ * A journal's storage (wit/storage.wit): the file calls (a file journal: FileJournal,
+ * MemoryJournal, IndexedDbJournal) or the SQL call (SqliteJournal, PostgresJournal); the
+ * calls of the other kind throw StorageError `unsupported`. I/O only: the journal's rules
+ * run inside the gate. A failure throws StorageError.
+ */
+export interface Storage {
+  /** Which journal it holds (journal-admin's `backend`). */
+  readonly backend: 'file' | 'sqlite' | 'postgres';
+  fileSize(name: string): number | undefined;
+  fileRead(name: string, offset: number, len: number): Uint8Array;
+  /** Appends only if the file is exactly `at` bytes long, else StorageError `conflict`. */
+  fileAppend(name: string, at: number, bytes: Uint8Array): void;
+  fileSync(name: string): void;
+  fileTruncate(name: string, len: number): void;
+  fileReplace(name: string, bytes: Uint8Array): void;
+  fileCreate(name: string, bytes: Uint8Array): boolean;
+  /** One transaction: each statement's rows (each row its columns). */
+  sqlBatch(statements: Statement[], write: boolean, durable: boolean): SqlValue[][][];
+  /** Write-behind storage: resolves once every write so far is durable. */
   flush?(): Promise<void>;
   close?(): void | Promise<void>;
 }
@@ -168,6 +183,8 @@ export interface OpenOptions {
    * expiries are judged by the latest clock. Default: none (one machine's clock).
    */
   clockSkewMs?: number;
+  /** Tests: where the gate asks this host to die, as a killed process would (CrashedError). */
+  crashAt?: CrashPoint;
   /**
    * Node, PostgreSQL journal: how long one journal call waits for the database before it
    * fails with an `io` JournalError (ms). Default 30000.
@@ -191,13 +208,6 @@ export interface Targets {
   authorize(req: AuthorizeRequest): Reply | Promise<Reply>;
   apply(req: ApplyRequest): Reply | Promise<Reply>;
   query(req: QueryRequest): Reply | Promise<Reply>;
-}
-
-/** Test hooks of the low-level Gate, around the steps it performs. */
-export interface Hooks {
-  beforeApply?(req: ApplyRequest, reply: undefined, ctx: { recovering: boolean }): unknown;
-  afterApply?(req: ApplyRequest, reply: Reply, ctx: { recovering: boolean }): unknown;
-  afterQuery?(req: QueryRequest, reply: Reply, ctx: { recovering: boolean }): unknown;
 }
 
 /** What `repair` did to a torn journal tail (nulls and 0: nothing to repair). */
@@ -244,7 +254,7 @@ export interface ToolOutput {
 }
 
 /** What `recover()` says of one open effect: the Gate's Recovered, plus the model's wording when it settled. */
-export type RecoveredTool = Recovered & Partial<Omit<ToolOutput, 'error'>>;
+export type RecoveredTool = Recovered & Partial<Omit<ToolOutput, 'error' | 'outcome'>>;
 
 /** The options of protect(). */
 export interface ProtectOptions {
@@ -258,8 +268,8 @@ export interface ProtectOptions {
   agent?: string;
   clock?: Clock;
   claimWait?: ClaimWait;
-  /** Test hooks around the steps (see Hooks). */
-  hooks?: Hooks;
+  /** Tests: where the gate asks this host to die (CrashedError). */
+  crashAt?: CrashPoint;
   /** File journal: how long to wait for another writer's lock (ms). */
   lockWaitMs?: number;
   /** PostgreSQL journal: the bound on every call (ms). */

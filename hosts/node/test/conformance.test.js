@@ -1,6 +1,6 @@
 // Every vector in tests/conformance through the conformance runner (the one interpreter
-// every host runs; conformance/driver.js is this host's side of it) with the Node file
-// journal, and again over a SQLite and a PostgreSQL journal. The runner checks each
+// every host runs; conformance/driver.js is this host's side of it) over the Node file
+// storage, and again over SQLite and PostgreSQL. The runner checks each
 // vector's expectations and its journal pin (the bytes every host writes; for a SQL journal
 // every entry followed by "\n" in global append order, the schema's `ordinal`). The torn
 // tail vectors need a file (they tear, reopen and repair journal.jsonl): the runner skips
@@ -8,10 +8,10 @@
 // (scripts/postgres.sh), skipped, saying why, only when it is not installed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, truncateSync, statSync, rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { runVector } from '../conformance/driver.js';
-import { FileJournal, JOURNAL_FILE } from '../src/journal/file.js';
+import { FileJournal } from '../src/journal/file.js';
 import { gateComponent } from '../src/load-node.js';
 import { openJournal } from '../src/journal/open.js';
 import { loadVectors, tempDir, VECTORS, PINS } from './helpers.js';
@@ -24,26 +24,9 @@ const pg = postgres();
 const ran = { file: new Set(), sqlite: new Set(), postgres: new Set() };
 const skipped = { file: new Map(), sqlite: new Map(), postgres: new Map() };
 
-/** The file journal's storage operations, on `dir`. */
-const fileStorage = (dir) => ({
-  bytes() {
-    try {
-      return readFileSync(join(dir, JOURNAL_FILE));
-    } catch {
-      return new Uint8Array();
-    }
-  },
-  tear(bytes) {
-    const path = join(dir, JOURNAL_FILE);
-    truncateSync(path, Math.max(0, statSync(path).size - bytes));
-  },
-  reopen: () => FileJournal.open(dir),
-  repair: () => FileJournal.repair(dir),
-});
-
-/** Plays `v` over `journal`; records it as run or skipped under `kind`. */
-async function play(t, kind, v, journal, storage) {
-  const report = await runVector(v, { gate: await gateComponent(), journal, storage, host: 'node', pins });
+/** Plays `v` over `storage`; records it as run or skipped under `kind`. */
+async function play(t, kind, v, storage, reopen) {
+  const report = await runVector(v, { gate: await gateComponent(), storage, reopen, host: 'node', pins });
   if (report.skipped !== undefined) {
     assert.ok(report.skipped.trim().length > 0, `${v.id} is skipped without a reason`);
     skipped[kind].set(v.id, report.skipped);
@@ -57,9 +40,11 @@ async function play(t, kind, v, journal, storage) {
 for (const { file, vector: v } of vectors) {
   test(`vector ${v.id} (${file})`, async (t) => {
     const dir = tempDir();
+    const storage = FileJournal.open(dir);
     try {
-      await play(t, 'file', v, FileJournal.open(dir), fileStorage(dir));
+      await play(t, 'file', v, storage, () => FileJournal.open(dir));
     } finally {
+      storage.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });
@@ -68,12 +53,12 @@ for (const { file, vector: v } of vectors) {
 for (const [kind, backend, skip] of [['sqlite', sqlite, undefined], ['postgres', pg.backend, pg.skip]]) {
   for (const { file, vector: v } of vectors) {
     test(`${kind}: vector ${v.id} (${file})`, { skip }, async (t) => {
-      const journal = openJournal(await backend.fresh());
+      const storage = openJournal(await backend.fresh());
       try {
         // Not a file: bytes are the entries in append order, each + "\n"; no tear, reopen, repair.
-        await play(t, kind, v, journal, { bytes: () => journal.bytes() });
+        await play(t, kind, v, storage);
       } finally {
-        journal.close();
+        storage.close();
       }
     });
   }

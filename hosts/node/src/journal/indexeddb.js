@@ -1,22 +1,19 @@
-// The durable browser journal: IndexedDB, with the in-memory index and entries in front.
-//
-// The journal import is synchronous (jco has no async imports without JSPI), and IndexedDB
-// is asynchronous, so appends go to memory at once and are written behind, one IndexedDB
-// transaction per append, in append order (transactions on one store run in the order they
-// were created). A `durable` append uses `durability: 'strict'` (flushed to disk before the
-// transaction completes), which also covers every earlier one. The gate's durability rule
-// is kept by the host loop: before it performs any step the gate asked for (above all the
-// apply, the send) and before it returns any outcome, it awaits `flush()`, which resolves
-// only when every append so far has committed. So nothing leaves the gate before the
-// intent is on disk; a tab killed earlier loses only entries no one acted on.
+// The durable browser journal: a file journal's storage in IndexedDB, with the files in
+// memory in front (MemoryJournal). The storage import is synchronous (jco has no async
+// imports without JSPI) and IndexedDB is asynchronous, so every write goes to memory at once
+// and is written behind, one IndexedDB transaction per write, in order (transactions on one
+// store run in the order they were created), each `durability: 'strict'`. Each file is kept
+// as chunks keyed [name, offset]. The gate's durability rule is kept by the host loop:
+// before it performs any step the gate asked for (above all the send) and before it returns
+// any outcome, it awaits `flush()`, which resolves only when every write so far has
+// committed. So nothing leaves the gate before the intent is on disk.
 //
 // One writer: a Web Lock named after the database, held for the life of the handle, so a
 // second tab on the same journal is refused (JournalLockedError), as flock does for files.
-import { JournalError, JournalLockedError, refuseJournalUrl } from '../errors.js';
+import { JournalError, JournalLockedError, StorageError, refuseJournalUrl } from '../errors.js';
 import { MemoryJournal } from './memory.js';
-import { journalFormat } from '../load-browser.js';
 
-const STORE = 'entries';
+const STORE = 'chunks';
 
 /**
  * @template T
@@ -30,8 +27,11 @@ const req = (r) => new Promise((resolve, reject) => {
 
 /** @param {string} name */
 function openDb(name) {
-  const r = indexedDB.open(name, 1);
-  r.onupgradeneeded = () => r.result.createObjectStore(STORE);
+  const r = indexedDB.open(name, 2);
+  r.onupgradeneeded = () => {
+    for (const old of [...r.result.objectStoreNames]) r.result.deleteObjectStore(old);
+    r.result.createObjectStore(STORE);
+  };
   return req(r);
 }
 
@@ -65,9 +65,11 @@ export class IndexedDbJournal extends MemoryJournal {
   #db;
   /** @type {(() => Promise<void>) | undefined} releases the Web Lock */
   #release;
-  /** @type {Promise<void>[]} one per append not known committed */
+  /** @type {Map<string, number[]>} each file's chunk offsets, in order */
+  #starts = new Map();
+  /** @type {Promise<void>[]} one per write not known committed */
   #pending = [];
-  /** @type {string | null} why a write failed: the journal refuses appends from then on */
+  /** @type {string | null} why a write failed: the journal refuses writes from then on */
   #failed = null;
 
   /**
@@ -77,19 +79,27 @@ export class IndexedDbJournal extends MemoryJournal {
    */
   static async open(name = 'interlock-journal') {
     refuseJournalUrl(name);
-    await journalFormat();
     const release = await takeLock(name);
     try {
       const db = await openDb(name);
-      const tx = db.transaction(STORE, 'readonly');
-      const lines = /** @type {string[]} */ (await req(tx.objectStore(STORE).getAll())); // keys are 0, 1, 2, ...: append order
       const j = new IndexedDbJournal();
-      j.load(lines);
+      const store = db.transaction(STORE, 'readonly').objectStore(STORE);
+      const [keys, values] = await Promise.all([req(store.getAllKeys()), req(store.getAll())]);
+      keys.forEach((key, i) => {
+        const [file, at] = /** @type {[string, number]} */ (key);
+        const bytes = /** @type {Uint8Array} */ (values[i]);
+        const f = j.files.get(file) ?? { buf: new Uint8Array(0), len: 0 };
+        const buf = new Uint8Array(at + bytes.length);
+        buf.set(f.buf.subarray(0, Math.min(f.len, at)));
+        buf.set(bytes, at);
+        j.files.set(file, { buf, len: buf.length });
+        j.#starts.set(file, [...(j.#starts.get(file) ?? []), at]);
+      });
       j.#db = db;
       j.#release = release;
       return j;
     } catch (e) {
-      release();
+      await release();
       throw e instanceof JournalError ? e : new JournalError('io', `IndexedDB: ${/** @type {any} */ (e)?.message ?? e}`);
     }
   }
@@ -103,29 +113,35 @@ export class IndexedDbJournal extends MemoryJournal {
   }
 
   /**
-   * @param {string} stream
-   * @param {number} expectedLength
-   * @param {string[]} entries
-   * @param {boolean} durable
-   * @param {boolean} open
-   */
-  append(stream, expectedLength, entries, durable, open) {
-    if (this.#failed) throw new JournalError('io', `IndexedDB write failed earlier (${this.#failed}); reopen the journal`);
-    super.append(stream, expectedLength, entries, durable, open);
-  }
-
-  /**
+   * Writes behind what MemoryJournal just did.
    * @protected
-   * @param {string[]} entries
-   * @param {boolean} durable
+   * @param {'append' | 'truncate' | 'replace'} kind
+   * @param {string} name
+   * @param {number} at
+   * @param {Uint8Array | null} bytes
    */
-  written(entries, durable) {
-    const first = this.lines.length - entries.length;
-    const db = /** @type {IDBDatabase} */ (this.#db);
-    const tx = db.transaction(STORE, 'readwrite', { durability: durable ? 'strict' : 'relaxed' });
+  written(kind, name, at, bytes) {
+    if (this.#failed) throw new StorageError('io', `IndexedDB write failed earlier (${this.#failed}); reopen the journal`);
+    if (!this.#db) return; // loading
+    const tx = this.#db.transaction(STORE, 'readwrite', { durability: 'strict' });
     const store = tx.objectStore(STORE);
-    entries.forEach((e, i) => store.add(e, first + i));
-    this.#pending.push(new Promise(/** @param {(value?: void) => void} resolve */ (resolve) => {
+    const rest = (/** @type {number} */ from) => IDBKeyRange.bound([name, from], [name, Infinity]);
+    let starts = this.#starts.get(name) ?? [];
+    if (kind === 'append') {
+      store.put(/** @type {Uint8Array} */ (bytes).slice(), [name, at]);
+      starts.push(at);
+    } else if (kind === 'replace') {
+      store.delete(rest(0));
+      store.put(/** @type {Uint8Array} */ (bytes).slice(), [name, 0]);
+      starts = [0];
+    } else {
+      store.delete(rest(at));
+      starts = starts.filter((s) => s < at);
+      const last = starts.at(-1);
+      if (last !== undefined) store.put(this.bytes(name).slice(last, at), [name, last]);
+    }
+    this.#starts.set(name, starts);
+    this.#pending.push(new Promise((resolve) => {
       tx.oncomplete = () => resolve();
       tx.onerror = tx.onabort = () => {
         this.#failed ??= String(tx.error?.message ?? 'aborted');
@@ -134,7 +150,7 @@ export class IndexedDbJournal extends MemoryJournal {
     }));
   }
 
-  /** Resolves when every append so far is committed; rejects if any write failed. */
+  /** Resolves when every write so far is committed; rejects if any failed. */
   async flush() {
     while (this.#pending.length) {
       const batch = this.#pending;
@@ -144,18 +160,13 @@ export class IndexedDbJournal extends MemoryJournal {
     if (this.#failed) throw new JournalError('io', `IndexedDB write failed: ${this.#failed}`);
   }
 
-  sync() {
-    // Durability of buffered appends is awaited by flush(); nothing to do synchronously.
-    super.sync();
-  }
-
   /**
    * Closes the database and releases the lock; resolves when another handle may open it.
-   * @returns {Promise<void> | undefined}
+   * @returns {Promise<void>}
    */
-  close() {
-    super.close();
+  async close() {
+    await this.flush().catch(() => {});
     this.#db?.close();
-    return this.#release?.();
+    await this.#release?.();
   }
 }

@@ -1,125 +1,116 @@
-// An in-memory journal: every stream in one ordered list of lines, exactly what the file
-// journal would hold, so `bytes()` gives the journal.jsonl a file host would have written
-// (used to check the conformance pins in a browser). Nothing survives the page or process.
-// Appends and loads are checked by the journal-format component (./format.js), the same
-// rules as the file journal's; in a browser, await journalFormat() before making one.
-import { JournalError, CorruptJournalFileError } from '../errors.js';
-import { StreamIndex } from './stream-index.js';
-import { formatReady, scan, validateAppend } from './format.js';
+// A file journal's storage in memory: each file a growable byte buffer. The journal's rules
+// (its format, index, torn tails) run inside the gate over these calls. Nothing survives the
+// page or process; IndexedDbJournal (browser) persists the same calls.
+import { StorageError } from '../errors.js';
 
-/** @import { JournalBackend } from '../types.js' */
+/** @import { Storage } from '../types.js' */
 
-/** @implements {JournalBackend} */
+/** @implements {Storage} */
 export class MemoryJournal {
-  /** @type {StreamIndex<string>} */
-  #index = new StreamIndex();
+  backend = /** @type {const} */ ('file');
+  /** @type {Map<string, { buf: Uint8Array, len: number }>} */
+  files = new Map();
 
-  constructor() {
-    if (!formatReady()) {
-      throw new JournalError('other', 'the journal-format component is not loaded: in a browser, await journalFormat() first (Interlock.open and Interlock.memory do)');
-    }
-    /** @type {string[]} every entry, in append order */
-    this.lines = [];
-    this.closed = false;
+  /** @param {string} name */
+  #file(name) {
+    const f = this.files.get(name);
+    if (!f) throw new StorageError('io', `${name}: no such file`);
+    return f;
+  }
+
+  /** @param {string} name */
+  fileSize(name) {
+    return this.files.get(name)?.len;
   }
 
   /**
-   * A journal rebuilt from entries in append order.
-   * @param {string[]} lines
+   * @param {string} name
+   * @param {number} offset
+   * @param {number} len
    */
-  static fromLines(lines) {
-    const j = new MemoryJournal();
-    j.load(lines);
-    return j;
+  fileRead(name, offset, len) {
+    const f = this.#file(name);
+    const start = Math.min(offset, f.len);
+    return f.buf.slice(start, Math.min(f.len, start + len));
   }
 
   /**
-   * Replays entries in append order into this empty journal (how durable browser journals load).
+   * @param {string} name
+   * @param {number} at
+   * @param {Uint8Array} bytes
+   */
+  fileAppend(name, at, bytes) {
+    const f = this.files.get(name) ?? { buf: new Uint8Array(0), len: 0 };
+    if (f.len !== at) throw new StorageError('conflict', f.len);
+    if (f.len + bytes.length > f.buf.length) {
+      const grown = new Uint8Array(Math.max(f.buf.length * 2, f.len + bytes.length, 4096));
+      grown.set(f.buf.subarray(0, f.len));
+      f.buf = grown;
+    }
+    f.buf.set(bytes, f.len);
+    f.len += bytes.length;
+    this.files.set(name, f);
+    this.written('append', name, at, bytes);
+  }
+
+  /** @param {string} name */
+  fileSync(name) {
+    this.#file(name);
+  }
+
+  /**
+   * @param {string} name
+   * @param {number} len
+   */
+  fileTruncate(name, len) {
+    const f = this.#file(name);
+    f.len = Math.min(f.len, len);
+    this.written('truncate', name, f.len, null);
+  }
+
+  /**
+   * @param {string} name
+   * @param {Uint8Array} bytes
+   */
+  fileReplace(name, bytes) {
+    this.files.set(name, { buf: bytes.slice(), len: bytes.length });
+    this.written('replace', name, 0, bytes);
+  }
+
+  /**
+   * @param {string} name
+   * @param {Uint8Array} bytes
+   */
+  fileCreate(name, bytes) {
+    if (this.files.has(name)) return false;
+    this.fileReplace(name, bytes);
+    return true;
+  }
+
+  /** @returns {never} */
+  sqlBatch() {
+    throw new StorageError('unsupported', 'an in-memory journal is a file journal, not a SQL one');
+  }
+
+  /**
+   * A file's bytes (empty when it does not exist).
+   * @param {string} name
+   */
+  bytes(name = 'journal.jsonl') {
+    const f = this.files.get(name);
+    return f ? f.buf.slice(0, f.len) : new Uint8Array(0);
+  }
+
+  /**
+   * Called after every write, for a subclass that persists: `bytes` appended at `at`, the
+   * file cut to `at`, or replaced by `bytes`.
    * @protected
-   * @param {string[]} lines
+   * @param {'append' | 'truncate' | 'replace'} _kind
+   * @param {string} _name
+   * @param {number} _at
+   * @param {Uint8Array | null} _bytes
    */
-  load(lines) {
-    let places;
-    try {
-      places = scan(new TextEncoder().encode(lines.map((l) => `${l}\n`).join('')));
-    } catch (e) {
-      // The format's own words, counted in entries rather than file lines.
-      if (e instanceof CorruptJournalFileError) throw new JournalError('corrupt', `entry ${e.line} is not a valid entry: ${e.detail}`);
-      throw e;
-    }
-    if (places.length !== lines.length) {
-      throw new JournalError('corrupt', `${lines.length} entries hold ${places.length} lines: an entry holds a newline`);
-    }
-    places.forEach(({ stream, open }, i) => {
-      this.#index.push(stream, lines[i], open);
-      this.lines.push(lines[i]);
-    });
-  }
+  written(_kind, _name, _at, _bytes) {}
 
-  #check() {
-    if (this.closed) throw new JournalError('other', 'journal is closed');
-  }
-
-  /**
-   * @param {string} stream
-   * @param {number} expectedLength
-   * @param {string[]} entries
-   * @param {boolean} durable
-   * @param {boolean} open
-   */
-  append(stream, expectedLength, entries, durable, open) {
-    this.#check();
-    const actual = this.#index.length(stream);
-    if (actual !== expectedLength) throw new JournalError('conflict', actual);
-    validateAppend(entries, stream, expectedLength, open);
-    for (const e of entries) {
-      this.#index.push(stream, e, open);
-      this.lines.push(e);
-    }
-    this.written(entries, durable);
-  }
-
-  /**
-   * Hook for subclasses that persist what was appended.
-   * @protected
-   * @param {string[]} _entries
-   * @param {boolean} _durable
-   */
-  written(_entries, _durable) {}
-
-  /**
-   * @param {string} stream
-   * @param {number} start
-   * @returns {string[]}
-   */
-  read(stream, start) {
-    this.#check();
-    return this.#index.locs(stream, start);
-  }
-  /** @param {string} stream */
-  length(stream) {
-    this.#check();
-    return this.#index.length(stream);
-  }
-  openStreams() {
-    this.#check();
-    return this.#index.openStreams();
-  }
-  streams() {
-    this.#check();
-    return this.#index.allStreams();
-  }
-  sync() {
-    this.#check();
-  }
-
-  /** The journal as journal.jsonl bytes. */
-  bytes() {
-    return new TextEncoder().encode(this.lines.map((l) => l + '\n').join(''));
-  }
-
-  /** @returns {void | Promise<void>} */
-  close() {
-    this.closed = true;
-  }
+  close() {}
 }

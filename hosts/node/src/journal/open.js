@@ -1,4 +1,4 @@
-// Which journal a location names (Node): the one argument of Interlock.open. A URL of a
+// Which journal's storage a location names (Node): the one argument of Interlock.open. A URL of a
 // shared journal is read as the Rust crate and the CLI read it (adapters/sql-journal,
 // `parse_url`; hosts/cli `is_journal_url`): `sqlite://` followed by an absolute path, taken
 // literally (no percent-decoding, no query), or a `postgres://` / `postgresql://` URL. Any
@@ -9,7 +9,7 @@ import { MemoryJournal } from './memory.js';
 import { SqliteJournal } from './sqlite.js';
 import { PostgresJournal } from './postgres.js';
 
-/** @import { JournalBackend } from '../types.js' */
+/** @import { Storage } from '../types.js' */
 
 /**
  * The journal at `location`: `sqlite:///abs/path.db` (SqliteJournal), `postgres://...` or
@@ -18,7 +18,7 @@ import { PostgresJournal } from './postgres.js';
  * `journalTimeoutMs` the PostgreSQL journal's bound on every call.
  * @param {string} location
  * @param {{ lockWaitMs?: number, journalTimeoutMs?: number }} [options]
- * @returns {JournalBackend & { close(): void }}
+ * @returns {Storage & { close(): void }}
  */
 export function openJournal(location, { lockWaitMs, journalTimeoutMs } = {}) {
   if (typeof location !== 'string') throw new TypeError(`a journal location is a folder or a URL (a string), not ${typeof location}`);

@@ -1,10 +1,9 @@
-// The PostgreSQL journal (Node): many workers on many machines share one database. The
-// schema, the statements and every rule are the Rust backend's (adapters/sql-journal,
-// src/pg.rs; its README says how each rule of the journal contract is translated), so a
-// journal written by the CLI is read here and the other way round.
+// A SQL journal's storage in PostgreSQL (Node): many workers on many machines share one
+// database. The schema and every statement are the gate's (it runs the SQL journal inside,
+// over `sql-batch`), the CLI's too, so a journal written by one host is read by the other.
 //
-// The gate's journal import is synchronous and the `pg` client is async, so the client lives
-// in a worker thread (./postgres-worker.js). Each call posts one request to the worker and
+// The storage import is synchronous and the `pg` client is async, so the client lives in a
+// worker thread (./postgres-worker.js). Each batch posts one request to the worker and
 // blocks this thread on a shared flag (Atomics.wait, bounded by `timeoutMs`), then takes the
 // worker's one reply with receiveMessageOnPort: no event loop turn is needed on this side,
 // and the worker needs nothing from this thread to answer. A call that gets no answer in
@@ -12,11 +11,10 @@
 // back an unfinished transaction) and the next call starts another, which connects again.
 import { Worker, MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
 import { createRequire } from 'node:module';
-import { JournalError } from '../errors.js';
-import { appendNothing } from './sql.js';
+import { JournalError, StorageError } from '../errors.js';
 
 /**
- * @import { JournalBackend } from '../types.js'
+ * @import { Storage, Statement, SqlValue } from '../types.js'
  * @import { Request, Reply } from './postgres-worker.js'
  */
 
@@ -57,8 +55,9 @@ function describe(url) {
   };
 }
 
-/** @implements {JournalBackend} */
+/** @implements {Storage} */
 export class PostgresJournal {
+  backend = /** @type {const} */ ('postgres');
   /** How long a call waits for the database, by default (ms). */
   static DEFAULT_TIMEOUT_MS = 30_000;
 
@@ -70,24 +69,16 @@ export class PostgresJournal {
   #closed = false;
 
   /**
-   * Connects to the journal at `url` (`postgres://user@host:port/db?...` or
-   * `postgresql://...`; a host that is a percent-encoded directory is a unix socket), creates
-   * the schema if needed and checks the format version (a newer one is refused, nothing
-   * changed). The database must be UTF8. `timeoutMs` bounds every call (default 30 s, above
-   * the 10 s connect timeout a URL without `connect_timeout` gets).
+   * The journal at `url` (`postgres://user@host:port/db?...` or `postgresql://...`; a host
+   * that is a percent-encoded directory is a unix socket). It connects at its first batch
+   * (the gate's open). The database must be UTF8. `timeoutMs` bounds every batch (default
+   * 30 s, above the 10 s connect timeout a URL without `connect_timeout` gets).
    * @param {string} url
    * @param {{ timeoutMs?: number }} [options]
    * @returns {PostgresJournal}
    */
   static open(url, { timeoutMs } = {}) {
-    const journal = new PostgresJournal(url, timeoutMs ?? PostgresJournal.DEFAULT_TIMEOUT_MS);
-    try {
-      journal.#call({ op: 'open' });
-    } catch (e) {
-      journal.close();
-      throw e;
-    }
-    return journal;
+    return new PostgresJournal(url, timeoutMs ?? PostgresJournal.DEFAULT_TIMEOUT_MS);
   }
 
   /**
@@ -101,12 +92,8 @@ export class PostgresJournal {
     this.#connectTimeoutMs = connectTimeoutMs;
     /** `database on host:port as user`, for messages. */
     this.name = name;
-    /** How long a call waits for the database (ms). */
+    /** How long a batch waits for the database (ms). */
     this.timeoutMs = timeoutMs;
-    /** Transactions this journal committed (appends; a sync that flushed counts too). */
-    this.commits = 0;
-    /** Commits that waited for the WAL flush: durable appends and syncs that flushed. */
-    this.durableCommits = 0;
   }
 
   #start() {
@@ -123,29 +110,26 @@ export class PostgresJournal {
 
   /**
    * Sends `request` to the worker and waits for its reply.
-   * @param {Request} request
-   * @returns {any}
+   * @param {Omit<Request, 'id'>} request
+   * @returns {SqlValue[][][]}
    */
   #call(request) {
-    if (this.#closed) throw new JournalError('other', 'journal is closed');
+    if (this.#closed) throw new StorageError('io', `PostgreSQL journal ${this.name} is closed`);
     const w = (this.#worker ??= this.#start());
     const id = ++this.#next;
     Atomics.store(w.flag, 0, 0);
-    w.port.postMessage({ id, request });
+    w.port.postMessage({ id, ...request });
     Atomics.wait(w.flag, 0, 0, this.timeoutMs);
     const got = receiveMessageOnPort(w.port);
     if (!got) {
       this.#stop();
-      const fate = request.op === 'append' ? ' The append may or may not be recorded: read the stream again.' : '';
-      const text = `PostgreSQL journal ${this.name}: no answer to ${request.op} within ${this.timeoutMs} ms; ` +
-        `its connection was closed and the next call connects again.${fate}`;
-      throw new JournalError('io', text, text);
+      throw new StorageError('io', `PostgreSQL journal ${this.name}: no answer within ${this.timeoutMs} ms; ` +
+        'its connection was closed and the next call connects again. A batch that writes may or may not have committed: read the journal again.');
     }
     const reply = /** @type {Reply} */ (got.message);
-    if (reply.id !== id) throw new JournalError('other', `PostgreSQL journal ${this.name}: the worker answered call ${reply.id}, not ${id}`);
-    if (reply.ok) return reply.value;
-    const { tag, val } = reply.error;
-    throw tag === 'conflict' ? new JournalError('conflict', val) : new JournalError(tag, val, val);
+    if (reply.id !== id) throw new StorageError('io', `PostgreSQL journal ${this.name}: the worker answered call ${reply.id}, not ${id}`);
+    if (reply.ok) return reply.rows;
+    throw new StorageError(reply.error.tag, reply.error.val);
   }
 
   /** Ends the worker (and so its connection). */
@@ -159,78 +143,31 @@ export class PostgresJournal {
   }
 
   /**
-   * An empty batch writes nothing and leaves the stream (and its `open`) as it is; if
-   * `durable`, it still syncs. A conflict is reported before the entries are checked.
-   * @param {string} stream
-   * @param {number} expectedLength
-   * @param {string[]} entries
+   * Runs `statements` as one transaction: each statement's rows, or nothing of it happens.
+   * @param {Statement[]} statements
+   * @param {boolean} write
    * @param {boolean} durable
-   * @param {boolean} open
    */
-  append(stream, expectedLength, entries, durable, open) {
-    if (entries.length === 0) {
-      appendNothing(this, stream, expectedLength, durable);
-      return;
-    }
-    this.#call({ op: 'append', stream, expectedLength, entries, durable, open });
-    this.commits += 1;
-    if (durable) this.durableCommits += 1;
+  sqlBatch(statements, write, durable) {
+    return this.#call({ batch: { statements, write, durable } });
   }
 
-  /**
-   * @param {string} stream
-   * @param {number} start
-   * @returns {string[]}
-   */
-  read(stream, start) {
-    return this.#call({ op: 'read', stream, start });
+  /** @returns {never} */
+  fileSize() {
+    throw new StorageError('unsupported', `PostgreSQL journal ${this.name} is a SQL journal, not a file one`);
   }
-
-  /**
-   * @param {string} stream
-   * @returns {number}
-   */
-  length(stream) {
-    return this.#call({ op: 'length', stream });
-  }
-
-  /** @returns {string[]} */
-  openStreams() {
-    return this.#call({ op: 'openStreams' });
-  }
-
-  /** @returns {string[]} */
-  streams() {
-    return this.#call({ op: 'streams' });
-  }
-
-  /** Flushes the WAL up to every commit so far, this worker's and every other's. */
-  sync() {
-    if (this.#call({ op: 'sync' })) {
-      this.commits += 1;
-      this.durableCommits += 1;
-    }
-  }
-
-  /**
-   * Every entry of the journal in append order (by `ordinal`): each followed by a newline,
-   * the bytes a file journal of the same appends holds.
-   * @returns {string[]}
-   */
-  entriesInOrder() {
-    return this.#call({ op: 'entriesInOrder' });
-  }
-
-  /** The journal as journal.jsonl bytes (entries in append order, each + "\n"). */
-  bytes() {
-    return Buffer.from(this.entriesInOrder().map((e) => `${e}\n`).join(''));
-  }
+  fileRead = this.fileSize;
+  fileAppend = this.fileSize;
+  fileSync = this.fileSize;
+  fileTruncate = this.fileSize;
+  fileReplace = this.fileSize;
+  fileCreate = this.fileSize;
 
   /** Closes the connection and ends the worker. */
   close() {
     if (this.#closed) return;
     try {
-      if (this.#worker) this.#call({ op: 'close' });
+      if (this.#worker) this.#call({ close: true });
     } catch {
       // Closing anyway: the worker's end closes the connection too.
     } finally {
