@@ -8,26 +8,25 @@ pins are the runner's. A SQL journal's bytes, for the pins, are its entries in a
 
 The runner imports the gate's own interfaces (``gate``, and ``tools`` for the tool-gating
 vectors); each call is forwarded to the current worker's instance as it is (wasmtime-py
-gives a result's ``ok`` as the value and its ``err`` as the gate-error ``Variant``, and
-takes them back the same way).
+gives a result as the runner's import takes it back). Crash points and claim waits are the
+gate's (``crash-at``, ``recover-waiting``), forwarded like every other call.
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from wasmtime import Store
 from wasmtime.component import Linker, Record, Variant
 
 from interlock.clock import FakeClock
 from interlock.gate import GateHost, JournalRef, engine, load_component
-from interlock.journal import JOURNAL_FILE, FileJournal, JournalFileError
-from interlock.sql_journal import PostgresJournal, SqliteJournal, open_url
+from interlock.journal import JOURNAL_FILE, FileJournal, JournalFileError, Storage
+from interlock.sql_journal import open_url
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]
@@ -35,12 +34,13 @@ RUNNER_WASM = Path(os.environ.get("INTERLOCK_CONFORMANCE_WASM") or REPO / "dist"
 PINS = "journal-pins.json"
 HOST = "python"
 
-# The gate functions the runner calls (its component imports only these).
-GATE_CALLS = ("submit", "resume", "recover", "open-effects", "set-routes", "set-strict-authority",
-              "defaults", "grant-lease", "revoke-lease", "approve", "receipt", "verify")
-# The gate's tool mapping (interlock:gate/tools), which the tool-gating vectors drive.
-TOOLS_CALLS = ("check-config", "check-authority", "check-tools", "premise-call", "proposal", "send-call",
-               "lookup-call", "premises", "mcp-answer", "reply", "found")
+# The gate's functions (wit/gate.wit), forwarded to the current worker as they are.
+GATE_CALLS = ("effect-id-of", "submit", "resume", "cancel", "recover-waiting", "crash-at", "open-effects",
+              "recover", "set-routes", "defaults", "send-timeout-ms", "standing-lease-name",
+              "grant-standing-lease", "set-strict-authority", "standing-notice", "grant-lease", "revoke-lease",
+              "approve", "revoke-approval", "confirm", "receipt", "check-receipt", "verify")
+# The tool-gating session (wit/tools.wit), which the tool-gating vectors drive.
+TOOLS_CALLS = ("start", "check-tools", "call", "recover", "resume", "cancel")
 
 
 def load_dir(d: Path) -> List[Tuple[Path, Dict[str, Any]]]:
@@ -67,7 +67,7 @@ class Driver:
     def __init__(self, workdir: Path, note: Optional[Callable[[Dict[str, Any]], None]] = None,
                  journal_url: Optional[str] = None):
         self.dir = workdir
-        self.sql: Optional[Union[SqliteJournal, PostgresJournal]] = None
+        self.sql: Optional[Storage] = None
         if journal_url is not None:
             self.sql = open_url(journal_url)
         self.journal = JournalRef(self.sql if self.sql is not None else FileJournal.open(workdir))
@@ -83,10 +83,12 @@ class Driver:
 
     def forward(self, name: str) -> Callable[..., Any]:
         def call(_store: Store, *args: Any) -> Any:
-            host = self._worker()
-            with host.lock:
-                return host.raw(name, *args)
+            return self._worker().raw(name, *args)
         return call
+
+    def admin(self) -> GateHost:
+        """An instance over the run's storage, its journal not opened (repair, the pins)."""
+        return GateHost(self.journal, self.clock, open=False)
 
     # -- driver
 
@@ -111,7 +113,10 @@ class Driver:
 
     def journal_bytes(self, _s: Store) -> bytes:
         if self.sql is not None:
-            return self.sql.journal_bytes()
+            # The entries in append order, each followed by a newline: a file's bytes.
+            admin = self.admin()
+            admin.open_journal()
+            return "".join(e + "\n" for e in admin.entries_in_order()).encode()
         path = self.dir / JOURNAL_FILE
         return path.read_bytes() if path.exists() else b""
 
@@ -124,17 +129,20 @@ class Driver:
         return None
 
     def reopen_journal(self, _s: Store) -> Any:
+        # Closed under every instance (the folder's lock let go), then opened as a new
+        # process would: the journal opened over it says whether it is whole.
         self.journal.close()
         try:
             self.journal.replace(FileJournal.open(self.dir))
+            self.admin().open_journal()
         except JournalFileError as e:
             return Variant(e.case, str(e))
         return None
 
     def repair_journal(self, _s: Store) -> Any:
         try:
-            FileJournal.repair(self.dir)
-        except (JournalFileError, OSError) as e:
+            self.admin().repair_journal()
+        except JournalFileError as e:
             return str(e)
         return None
 
@@ -143,49 +151,15 @@ class Driver:
             self.note(json.loads(event))
 
 
-def _lower_gate_errors() -> None:
-    """Lets a host function return the ``err`` of ``result<option<T>, gate-error>``
-    (``premise-call``, ``lookup-call``). wasmtime-py 50 lowers an untagged result by trying
-    its ``ok`` case first, and an option's ``none`` case matches every object, so any value,
-    a gate-error included, is taken for ``ok`` and then fails as ``value not valid for this
-    variant``. Here a ``Variant`` given for an untagged result whose ``err`` is a variant and
-    whose ``ok`` cannot be one is lowered as that ``err``, as the runner's import means it."""
-    global _GATE_ERRORS_LOWERED
-    from wasmtime import _ffi as ffi
-    from wasmtime.component._types import ResultType, VariantType
-
-    if _GATE_ERRORS_LOWERED:
-        return
-    original = ResultType._lower
-
-    def _lower(self: Any, store: Any, val: Any) -> Any:
-        if isinstance(val, Variant) and not self._tagged() and isinstance(self.err, VariantType):
-            ok_classes: set = set()
-            if self.ok is not None:
-                self.ok.add_classes(ok_classes)
-            if Variant not in ok_classes:
-                raw = ffi.wasmtime_component_val_t()
-                self.err.convert_to_c(store, val, ctypes.pointer(raw))
-                return ("err", ffi.wasmtime_component_val_new(ctypes.byref(raw)))
-        return original(self, store, val)
-
-    ResultType._lower = _lower  # type: ignore[method-assign]
-    _GATE_ERRORS_LOWERED = True
-
-
-_GATE_ERRORS_LOWERED = False
-
-
 def _linker(driver: Driver) -> Linker:
-    _lower_gate_errors()
     linker = Linker(engine())
     with linker.root() as root:
         with root.add_instance("interlock:gate/gate@0.1.0") as g:
             for name in GATE_CALLS:
-                g.add_func(name, driver.forward(name))
+                g.add_func(name, driver.forward("gate." + name))
         with root.add_instance("interlock:gate/tools@0.1.0") as t:
             for name in TOOLS_CALLS:
-                t.add_func(name, driver.forward(name))
+                t.add_func(name, driver.forward("tools." + name))
         with root.add_instance("interlock:conformance/driver@0.1.0") as d:
             d.add_func("new-worker", driver.new_worker)
             d.add_func("use-worker", driver.use_worker)

@@ -29,7 +29,6 @@ Needs ``pip install 'interlock[dbos]'`` (dbos).
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Optional
 
 from .decorator import EffectGate, Gated, Proposal
@@ -56,13 +55,12 @@ class EffectOpen(InterlockError):
 
 def gated_outcome(gate: EffectGate, proposal: Proposal) -> Outcome:
     """Submits ``proposal`` (the gate recovers the effect if an earlier run left it open),
-    waiting out a live claim as long as the gate says. The gate's outcome, open or final."""
-    while True:
-        o = gate.submit(proposal)
-        if not (o.status is State.DISPATCHED and o.reason is Reason.CLAIM_LIVE):
-            return o
-        # The claim is live until strictly after its deadline.
-        time.sleep(((o.retry_after_ms or 0) + 1) / 1000)
+    another worker's live claim waited out by the gate's recovery (``recover-waiting``, which
+    asks this host to sleep as long as it must). The gate's outcome, open or final."""
+    o = gate.submit(proposal)
+    if o.status is State.DISPATCHED and o.reason is Reason.CLAIM_LIVE:
+        o = gate.recover_effect(o.effect_id)
+    return o
 
 
 def gated(gate: EffectGate, proposal: Proposal) -> str:

@@ -1,5 +1,4 @@
-"""The decorator API of the original (the Python library Interlock was first written as),
-mapped onto the gate's proposal schema (ARCHITECTURE.md, "Proposal"):
+"""The decorator API of the original (the Python library Interlock was first written as):
 
     gate = Interlock(".interlock")
 
@@ -12,11 +11,11 @@ mapped onto the gate's proposal schema (ARCHITECTURE.md, "Proposal"):
 
     gate.recover()  # once, on startup
 
-Each decorated function is its own target (named after the function): the gate's capture
-step calls ``premises``, authorize calls ``allowed``, apply calls the function with the
-gate's idempotency key, query calls ``lookup``. What any answer means is the gate's
-business; nothing here decides. The behaviour, rule by rule with Node's spelling beside
-it: docs/host-api.md.
+Each decorated function is an effect definition of the component's ``effects`` machine
+(wit/effects.wit), which makes every call a proposal and the gate's steps calls of the
+definition's functions, by role. This module only calls the function it is told, in
+Python's calling convention, and hands back what came back (or sleeps when told): what an
+answer means is the component's. The behaviour, rule by rule: docs/host-api.md.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Seq
 from wasmtime.component import Variant
 
 from .clock import SystemClock
-from .errors import InterlockError, InvalidField, Rejected, SimulatedCrash, UnknownTarget
+from .errors import InterlockError, InvalidField, Rejected, SimulatedCrash
 from .gate import (
     AFTER_COMMIT,
     AFTER_INTENT,
@@ -44,25 +43,21 @@ from .gate import (
     GateHost,
     JournalRef,
     Outcome,
-    Reply,
-    Request,
     State,
     VerifyReport,
-    applied,
+    arecover_each,
+    arun_machine,
     canonical_json,
-    captured,
     claim_wait_of,
-    failed,
-    found,
-    not_found,
-    rejected,
-    unknown,
+    recover_each,
+    run_machine,
+    to_outcome,
 )
-from .gate import allowed as allowed_reply
 from .journal import FileJournal
 from .sql_journal import is_url, open_url
 
 IDEMPOTENCY_KEY = "idempotency_key"
+EFFECTS = "effects"
 
 #: A setting given as is, or computed from the call's arguments.
 Computed = Union[Any, Callable[..., Any]]
@@ -70,6 +65,8 @@ Computed = Union[Any, Callable[..., Any]]
 Proposal = Union[str, Dict[str, Any]]
 #: One of the functions an effect is defined with (``key``, ``premises``, ...), if given.
 Fn = Optional[Callable[..., Any]]
+#: The roles whose answers make the proposal: a raise there goes to the caller.
+_DRAFT_ROLES = ("key", "lease", "bounds", "cap")
 
 
 class Receipt(dict):
@@ -134,231 +131,140 @@ def _not_json(value: Any, at: str) -> Optional[Tuple[str, str]]:
     return (at, f"a {type(value).__name__} is not a JSON value")
 
 
-def _then(value: Any, f: Callable[[Any], Any], on_error: Callable[[BaseException], Any]) -> Any:
-    """``f(value)``, or a coroutine doing it after awaiting ``value``."""
-    if inspect.isawaitable(value):
-
-        async def later() -> Any:
-            try:
-                v = await value
-            except Exception as e:  # noqa: BLE001 - turned into a reply
-                return on_error(e)
-            return f(v)
-
-        return later()
-    return f(value)
+def _why(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}"
 
 
-def _call(fn: Callable[..., Any], args: Sequence[Any], on_error: Callable[[BaseException], Any]) -> Any:
+def _returned(value: Any, role: str, target: str) -> Variant:
     try:
-        return fn(*args)
-    except Exception as e:  # noqa: BLE001 - turned into a reply
-        return on_error(e)
+        return Variant("returned", canonical_json(value))
+    except (TypeError, ValueError) as e:
+        return Variant("failed", f"{role} of {target} answered no JSON: {e}")
 
 
 class Effect:
-    """One decorated function: its target and how its steps are performed."""
+    """One decorated function: its definition, and how each role's function is called."""
 
     def __init__(self, gate: "Interlock", fn: Callable[..., Any], *, name: Optional[str],
-                 key: Optional[Callable[..., Any]], premises: Optional[Callable[..., Any]],
-                 allowed: Optional[Callable[..., Any]], lookup: Optional[Callable[..., Any]],
-                 dedupes: bool, dedupe_window_ms: Optional[int], timeout_ms: Optional[int],
-                 agent: Optional[str],
-                 lease: Computed, bounds: Computed, cap: Computed,
-                 rejects: Tuple[type, ...]):
+                 key: Fn, premises: Fn, allowed: Fn, lookup: Fn, dedupes: bool,
+                 dedupe_window_ms: Optional[int], timeout_ms: Optional[int], agent: Optional[str],
+                 lease: Computed, bounds: Computed, cap: Computed, rejects: Tuple[type, ...]):
         self.fn = fn
         self.name = name or fn.__name__
         sig = inspect.signature(fn)
         self.takes_key = IDEMPOTENCY_KEY in sig.parameters
         self.params = [p for p in sig.parameters if p != IDEMPOTENCY_KEY]
-        self._sig = sig
+        self._sig = sig.replace(parameters=[p for n, p in sig.parameters.items() if n != IDEMPOTENCY_KEY])
         self.key, self.premises, self.allowed, self.lookup = key, premises, allowed, lookup
         self.dedupes, self.dedupe_window_ms, self.timeout_ms = dedupes, dedupe_window_ms, timeout_ms
         self.agent, self.lease, self.bounds, self.cap = agent, lease, bounds, cap
         self.rejects = (Rejected,) + tuple(rejects)
+        self.functions: Dict[str, Callable[..., Any]] = {
+            role: f for role, f in (("key", key), ("lease", lease), ("bounds", bounds), ("cap", cap),
+                                    ("premises", premises), ("allowed", allowed), ("apply", fn),
+                                    ("lookup", lookup)) if callable(f)
+        }
         # Async if any of its functions is; a lambda returning a coroutine is caught later.
-        self.is_async = any(
-            inspect.iscoroutinefunction(f) for f in (fn, premises, allowed, lookup) if f is not None
-        )
+        self.is_async = any(inspect.iscoroutinefunction(f) for f in self.functions.values())
         self.interlock = gate
 
-    # -- from a call to the effect JSON and back
+    def definition(self) -> str:
+        """The effect definition (ARCHITECTURE.md, "Effect definition") the component runs."""
+        d: Dict[str, Any] = {"target": self.name, "params": self.params, "functions": list(self.functions),
+                             "dedupes": bool(self.dedupes)}
+        for field, value in (("lease", self.lease), ("bounds", self.bounds), ("cap", self.cap),
+                             ("dedupe_window_ms", self.dedupe_window_ms), ("timeout_ms", self.timeout_ms),
+                             ("agent", self.agent)):
+            if value is not None and not callable(value):
+                d[field] = value
+        return _json_text(d)
 
-    def values_of_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> List[Any]:
+    def values_of_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
+        """The call's values in parameter order, as the JSON list the component takes."""
         if IDEMPOTENCY_KEY in kwargs:
             raise TypeError(f"{self.name}: the gate supplies {IDEMPOTENCY_KEY}; do not pass it")
-        params = [p for n, p in self._sig.parameters.items() if n != IDEMPOTENCY_KEY]
-        bound = self._sig.replace(parameters=params).bind(*args, **kwargs)
+        bound = self._sig.bind(*args, **kwargs)
         bound.apply_defaults()
-        return [bound.arguments[p] for p in self.params]
-
-    def values_of_request(self, req: Request) -> List[Any]:
-        effect = req.args
-        missing = [p for p in self.params if p not in effect]
-        if missing:
-            raise ValueError(f"the effect {req.effect} lacks the arguments {missing}")
-        return [effect[p] for p in self.params]
-
-    # -- the steps (the router calls these)
-
-    def capture(self, req: Request) -> Reply:
-        if self.premises is None:
-            # The gate asks only for premises the proposal (or its approval) names; with no
-            # function to read them, claiming an empty read would be a lie.
-            return failed(f"{self.name} defines no premises")
+        values = [bound.arguments[p] for p in self.params]
         try:
-            values = self.values_of_request(req)
-        except ValueError as e:
-            return failed(str(e))
+            return canonical_json(values)
+        except (TypeError, ValueError) as e:
+            field, problem = _not_json(dict(zip(self.params, values)), "/effect") or ("/effect", str(e))
+            raise InvalidField(field, problem) from None
 
-        def pick(all_premises: Any) -> Variant:
-            if not isinstance(all_premises, dict):
-                return failed(f"premises of {self.name} must return a dict, got {type(all_premises).__name__}")
-            missing = [n for n in req.names if n not in all_premises]
-            if missing:
-                return failed(f"premises of {self.name} did not return {missing}")
-            try:
-                return captured({n: all_premises[n] for n in req.names})
-            except (TypeError, ValueError) as e:
-                return failed(f"premises of {self.name} are not JSON: {e}")
+    def invoke(self, call: Any) -> Any:
+        """Calls the function of ``call``'s role with the arguments that role takes (its
+        value, or an awaitable of it)."""
+        role = call.role
+        effect = json.loads(call.effect)
+        values = [effect[p] for p in self.params]
+        effect_id = getattr(call, "effect-id")
+        if role == "apply":
+            kwargs = {IDEMPOTENCY_KEY: getattr(call, "idempotency-key")} if self.takes_key else {}
+            return self.fn(*values, **kwargs)
+        if role in ("premises", "lookup"):
+            return self.functions[role](*values, effect_id)
+        return self.functions[role](*values)
 
-        def err(e: BaseException) -> Variant:
-            return failed(f"{type(e).__name__}: {e}")
+    def answer(self, call: Any, value: Any) -> Variant:
+        """What the function returned, as the WIT ``call-answer``."""
+        role = call.role
+        if role == "apply":
+            return Variant("returned", _to_json(value))
+        if role == "allowed":
+            value = bool(value)
+        return _returned(value, role, self.name)
 
-        r = _call(self.premises, values + [req.effect_id], err)
-        return r if _is_reply(r) else _then(r, pick, err)
-
-    def authorize(self, req: Request) -> Reply:
-        if self.allowed is None:
-            # Asked for a check nobody installed here: it cannot be made, which is not a "no".
-            return failed(f"{self.name} defines no allowed() check")
-        try:
-            values = self.values_of_request(req)
-        except ValueError as e:
-            return failed(str(e))
-
-        # A check that could not be made (it raised) is not a "no": the gate leaves the
-        # effect open (read_failed) instead of refusing it on a hiccup.
-        def err(e: BaseException) -> Variant:
-            return failed(f"{type(e).__name__}: {e}")
-
-        r = _call(self.allowed, values, err)
-        return r if _is_reply(r) else _then(r, allowed_reply, err)
-
-    def apply(self, req: Request) -> Reply:
-        try:
-            values = self.values_of_request(req)
-        except ValueError as e:
-            return rejected(str(e))  # nothing was called: definitive
-
-        def err(e: BaseException) -> Variant:
-            if isinstance(e, self.rejects):
-                return rejected(f"{type(e).__name__}: {e}")
-            return unknown(f"{type(e).__name__}: {e}")
-
-        kwargs = {IDEMPOTENCY_KEY: req.idempotency_key} if self.takes_key else {}
-        try:
-            r = self.fn(*values, **kwargs)
-        except Exception as e:  # noqa: BLE001 - the gate decides what an error means
-            return err(e)
-        if inspect.isawaitable(r):
-            # An async send waits at most the recorded proposal's timeout (the claim recovery
-            # waits out); a sync one cannot be interrupted and runs to its end. Asked outside
-            # the send's try: a gate error here is not a send whose fate is unknown.
-            timeout_ms = self.interlock.host().send_timeout_ms(req.effect_id)
-            r = asyncio.wait_for(r, timeout_ms / 1000)
-        return _then(r, lambda v: applied(_to_json(v)), err)
-
-    def query(self, req: Request) -> Reply:
-        if self.lookup is None:
-            return failed(f"{self.name} has no lookup")
-        try:
-            values = self.values_of_request(req)
-        except ValueError as e:
-            return failed(str(e))
-
-        def answer(v: Any) -> Variant:
-            if v is None or v is False:
-                return not_found()
-            return found(_to_json(v))
-
-        def err(e: BaseException) -> Variant:
-            return failed(f"{type(e).__name__}: {e}")
-
-        r = _call(self.lookup, values + [req.effect_id], err)
-        return r if _is_reply(r) else _then(r, answer, err)
-
-    # -- the proposal
-
-    def proposal_base(self, values: List[Any]) -> Dict[str, Any]:
-        gate = self.interlock
-        agent = self.agent or gate.agent
-        target: Dict[str, Any] = {
-            "name": self.name,
-            "dedupes": bool(self.dedupes),
-            "lookup": self.lookup is not None,
-        }
-        # Left out unless given: the gate's defaults apply (hosts keep no copy of them).
-        if self.dedupe_window_ms is not None:
-            target["dedupe_window_ms"] = self.dedupe_window_ms
-        if self.timeout_ms is not None:
-            target["timeout_ms"] = self.timeout_ms
-        if gate.clock_skew_ms is not None:
-            target["clock_skew_ms"] = gate.clock_skew_ms
-        p: Dict[str, Any] = {"agent": agent, "target": target, "effect": dict(zip(self.params, values))}
-        if self.key is not None:
-            p["key"] = self.key(*values)
-        lease = self.lease(*values) if callable(self.lease) else self.lease
-        # No lease named: the gate runs the effect under the agent's standing lease, which
-        # it grants at first use (or refuses it, under strict authority).
-        authority: Dict[str, Any] = {"lease": lease} if lease else {}
-        if self.allowed is not None:
-            authority["host_check"] = True
-        if authority:
-            p["authority"] = authority
-        for name, extra in (("bounds", self.bounds), ("cap", self.cap)):
-            if extra is not None:
-                p[name] = extra(*values) if callable(extra) else extra
-        return p
+    def failure(self, call: Any, e: Exception) -> Variant:
+        """What the function's exception means: ``refused`` (the send's ``rejects``), else
+        ``failed``."""
+        if call.role == "apply" and isinstance(e, self.rejects):
+            return Variant("refused", _why(e))
+        return Variant("failed", _why(e))
 
 
-def _is_reply(r: Any) -> bool:
-    return isinstance(r, Variant)
+class _Call:
+    """One drive of the machine: performs its calls through the Interlock's effects. A raise
+    of a function making the proposal (key, lease, bounds, cap, and the first premises read
+    of a call) goes to the caller, nothing recorded; any other becomes the call's answer."""
 
-
-class _Router:
-    """The Interlock's targets: routes each step to the decorated function it names."""
-
-    def __init__(self, gate: "Interlock", sync: bool):
+    def __init__(self, gate: "Interlock", drafting: bool):
         self.gate = gate
-        self.sync = sync
+        self.drafting = drafting
 
-    def routes(self) -> List[str]:
-        # The gate asks for these targets only; any other effect stays open, untouched.
-        return list(self.gate._effects)
+    def _effect(self, call: Any) -> Effect:
+        drafting = call.role in _DRAFT_ROLES or (self.drafting and call.role == "premises")
+        self.drafting = drafting and call.role != "premises"
+        self.raising = drafting
+        return self.gate._effects[call.target]
 
-    def _route(self, req: Request) -> Reply:
-        spec = self.gate._effects.get(req.target)
-        if spec is None:
-            # Unreachable with routes declared; never answer for a target we cannot reach.
-            raise UnknownTarget(req.target, req.effect_id)
-        if self.sync and spec.is_async:
-            raise TypeError(
-                f"{req.target} is async: use `await fn(...)`, `await gate.asubmit(...)` and "
-                "`await gate.arecover()`"
-            )
-        r = getattr(spec, req.kind)(req)
-        if self.sync and inspect.isawaitable(r):
+    def perform(self, call: Any) -> Variant:
+        spec = self._effect(call)
+        try:
+            r = spec.invoke(call)
+        except Exception as e:  # noqa: BLE001 - the component decides what an error means
+            if self.raising:
+                raise
+            return spec.failure(call, e)
+        if inspect.isawaitable(r):
             if inspect.iscoroutine(r):
                 r.close()
-            raise TypeError(
-                f"{req.target} is async (its function, premises, allowed or lookup returned "
-                "an awaitable): use `await fn(...)`, `await gate.asubmit(...)` and "
-                "`await gate.arecover()`"
-            )
-        return r
+            raise TypeError(f"{spec.name} is async (its function, premises, allowed or lookup returned an "
+                            "awaitable): use `await fn(...)`, `await gate.asubmit(...)` and `await gate.arecover()`")
+        return spec.answer(call, r)
 
-    capture = authorize = apply = query = _route
+    async def aperform(self, call: Any) -> Variant:
+        spec = self._effect(call)
+        try:
+            r = spec.invoke(call)
+            if inspect.isawaitable(r):
+                timeout_ms = getattr(call, "timeout-ms")
+                r = await (asyncio.wait_for(r, timeout_ms / 1000) if timeout_ms is not None else r)
+        except Exception as e:  # noqa: BLE001 - the component decides what an error means
+            if self.raising:
+                raise
+            return spec.failure(call, e)
+        return spec.answer(call, r)
 
 
 class EffectGate:
@@ -411,20 +317,15 @@ class Interlock:
     after :meth:`approve`), or, for an effect that names neither, the agent's *standing
     lease*, which the gate names (``"<agent>-standing"``) and grants, recorded like any
     lease, the first time a proposal needs it and never again: once revoked with
-    :meth:`revoke_lease`, it stays revoked, and every effect under it is refused. Such an
-    effect is announced once, when it is decorated (the gate's notice, on the ``interlock``
-    logger). ``strict=True``: named authority only; an effect naming none raises
-    :class:`interlock.InvalidField` (``/authority``), nothing recorded
-    (``standing_lease=False`` is the older spelling of ``strict=True``).
+    :meth:`revoke_lease`, it stays revoked. Such an effect is announced once, when it is
+    decorated (the gate's notice, on the ``interlock`` logger). ``strict=True``: named
+    authority only (``standing_lease=False`` is the older spelling).
     ``claim_wait``: how :meth:`recover` waits out another worker's live claim
     (``True``: as the gate's defaults say; ``False``: not at all; or a
     :class:`interlock.ClaimWait`). ``lock_wait_ms``: how long to wait for the lock of a
-    journal directory another writer holds (default 5 s, the journal format's; 0: fail at
-    once with :class:`interlock.Locked`; a shared journal has no such lock: its writers
-    take turns per append). ``clock_skew_ms``: how far the clocks of the machines sharing
-    the journal may disagree; every proposal carries it, so claims last that much longer and
-    expiries are judged by the latest clock (ARCHITECTURE.md, "Clocks across machines";
-    default none: one machine). ``clock`` is for tests
+    journal directory another writer holds (default 5 s; 0: fail at once with
+    :class:`interlock.Locked`). ``clock_skew_ms``: how far the clocks of the machines
+    sharing the journal may disagree; every proposal carries it. ``clock`` is for tests
     (:class:`interlock.clock.FakeClock`). docs/host-api.md has every rule.
 
     One Interlock may be shared by threads: calls into the gate take turns (one lock),
@@ -440,30 +341,27 @@ class Interlock:
         #: The journal directory (None for a shared journal, named by a URL).
         self.path: Optional[Path] = None if url else Path(path)
         self.agent = agent
-        #: Strict authority: an effect must name its lease or approval (else the agent's
-        #: standing lease, granted by the gate at first use).
         self.strict = strict is True or standing_lease is False
-        #: How far the clocks of the machines sharing the journal may disagree: every
-        #: proposal carries it (``target.clock_skew_ms``; the gate checks it).
         self.clock_skew_ms = clock_skew_ms
-        # Agents whose standing lease was announced (once each, at the first effect under it).
+        # Agents whose standing lease was announced (once each).
         self._announced: Set[str] = set()
         self.clock: Clock = clock or SystemClock()
         self._wasm = wasm
         # Serializes every gate call, and what must change together with one (the gate
         # instance). Reentrant: one leads to another.
         self._lock = threading.RLock()
-        if self.path is None:
-            shared = open_url(os.fsdecode(path))
-            #: Where the journal is, for messages (never a password).
-            self.journal_name = shared.name
-            self._journal = JournalRef(shared)
-        else:
-            self.journal_name = str(self.path)
-            self._journal = JournalRef(FileJournal.open(self.path, lock_wait_ms))
+        storage = open_url(os.fsdecode(path)) if self.path is None else FileJournal.open(self.path, lock_wait_ms)
+        #: Where the journal is, for messages (never a password).
+        self.journal_name = storage.name
+        self._journal = JournalRef(storage)
         self._host: Optional[GateHost] = None
         self._effects: Dict[str, Effect] = {}
         self._dead: Optional[str] = None
+        try:
+            self.host()
+        except BaseException:
+            self._journal.close()
+            raise
 
     # -- life
 
@@ -488,15 +386,23 @@ class Interlock:
             self._dead = why
 
     def host(self) -> GateHost:
-        """The gate instance (a fresh one after a trap: what is durable stays)."""
+        """The gate instance (a fresh one after a trap: what is durable stays), its journal
+        open and every effect defined."""
         with self._lock:
             if self._dead:
                 raise InterlockError(f"{self._dead}; create a new Interlock on {self.journal_name}")
             if self._host is None or self._host.broken:
-                self._host = GateHost(self._journal, self.clock, self._wasm, lock=self._lock)
+                host = GateHost(self._journal, self.clock, self._wasm, lock=self._lock)
                 if self.strict:
-                    self._host.set_strict_authority(True)
+                    host.set_strict_authority(True)
+                self._configure(host, self.claim_wait)
+                self._host = host
             return self._host
+
+    def _configure(self, host: GateHost, wait: Any) -> None:
+        host._call("effects.configure", self.agent, self.clock_skew_ms, host.claim_wait(wait))
+        for spec in self._effects.values():
+            host._call("effects.define", spec.definition())
 
     # -- the decorator
 
@@ -522,65 +428,52 @@ class Interlock:
         """Gates a function with external effects (see the module documentation).
 
         ``key(*args)``: the effect key, from the approved request, never model output.
-        ``premises(*args, idempotency_key)``: the facts the decision rests on, read fresh
+        ``premises(*args, effect_id)``: the facts the decision rests on, read fresh
         (excluding this effect's own result); called when the proposal is made, right
         before the send, and before any resend. ``allowed(*args)``: the host's own
         authority check, asked at dispatch and at recovery (if it raises, the effect stays
-        open). ``lookup(*args, idempotency_key)``: whether the effect already happened
-        (truthy: found). ``dedupes``: the target dedupes on the idempotency key within
+        open). ``lookup(*args, effect_id)``: whether the effect already happened (truthy:
+        found). ``dedupes``: the target dedupes on the idempotency key within
         ``dedupe_window_ms``. ``timeout_ms``: how long a send may take (the claim). Both
-        default to the gate's (``gate.host().defaults()``).
-        ``bounds``: premises that may move within a bound (``{"name": {"at_most": n}}``).
-        ``rejects``: exception types that mean "refused, nothing applied" (besides
-        :class:`interlock.Rejected`); any other exception leaves the send's fate unknown."""
+        default to the gate's. ``bounds``: premises that may move within a bound
+        (``{"name": {"at_most": n}}``). ``rejects``: exception types that mean "refused,
+        nothing applied" (besides :class:`interlock.Rejected`); any other exception leaves
+        the send's fate unknown."""
 
         def wrap(f: Callable[..., Any]) -> Gated:
             spec = Effect(self, f, name=name, key=key, premises=premises, allowed=allowed,
                           lookup=lookup, dedupes=dedupes, dedupe_window_ms=dedupe_window_ms,
                           timeout_ms=timeout_ms, agent=agent, lease=lease, bounds=bounds,
                           cap=cap, rejects=tuple(rejects))
-            self._effects[spec.name] = spec  # routed from the next operation on
-            if spec.lease is None:
-                self._announce(spec.agent or self.agent)
+            with self._lock:
+                standing = self.host()._call("effects.define", spec.definition())
+                self._effects[spec.name] = spec
+            if standing is not None:
+                self._announce(standing)
             effect_gate = EffectGate(self, spec)
 
-            def base(args: Sequence[Any], kwargs: Dict[str, Any]) -> Tuple[List[Any], Dict[str, Any], str]:
-                values = spec.values_of_call(args, kwargs)
-                p = spec.proposal_base(values)
-                # The id does not depend on bounds, and bounds without the premises they
-                # bound are refused: ask for the id of the proposal without them.
-                effect_id = self.effect_id_of({k: v for k, v in p.items() if k != "bounds"})
-                return values, p, effect_id
-
             def proposal(*args: Any, **kwargs: Any) -> Dict[str, Any]:
-                values, p, effect_id = base(args, kwargs)
-                if premises is not None:
-                    read = premises(*values, effect_id)
-                    if inspect.isawaitable(read):
-                        if inspect.iscoroutine(read):
-                            read.close()
-                        raise TypeError(f"premises of {spec.name} is async: use `await {spec.name}.aproposal(...)`")
-                    p["premises"] = read
-                return p
+                first = self.host()._call("effects.propose", spec.name, spec.values_of_call(args, kwargs), None)
+                return cast(Dict[str, Any], json.loads(self._run(first, drafting=True).payload))
 
             async def aproposal(*args: Any, **kwargs: Any) -> Dict[str, Any]:
-                values, p, effect_id = base(args, kwargs)
-                if premises is not None:
-                    read = premises(*values, effect_id)
-                    p["premises"] = await read if inspect.isawaitable(read) else read
-                return p
+                first = self.host()._call("effects.propose", spec.name, spec.values_of_call(args, kwargs), None)
+                return cast(Dict[str, Any], json.loads((await self._arun(first, drafting=True)).payload))
+
+            def start(args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
+                return self.host()._call("effects.call", spec.name, spec.values_of_call(args, kwargs), None)
 
             run: Callable[..., Any]
             if spec.is_async:
                 @functools.wraps(f)
                 async def run_async(*args: Any, **kwargs: Any) -> Outcome:
-                    return await effect_gate.asubmit(await aproposal(*args, **kwargs))
+                    return self._outcome(await self._arun(start(args, kwargs), drafting=True))
 
                 run = run_async
             else:
                 @functools.wraps(f)
                 def run_sync(*args: Any, **kwargs: Any) -> Outcome:
-                    return effect_gate.submit(proposal(*args, **kwargs))
+                    return self._outcome(self._run(start(args, kwargs), drafting=True))
 
                 run = run_sync
             gated = cast(Gated, run)
@@ -591,6 +484,30 @@ class Interlock:
             return gated
 
         return wrap(fn) if fn is not None else wrap
+
+    # -- driving the machine
+
+    def _run(self, first: Any, drafting: bool = False, sleep: Optional[Callable[[int], None]] = None) -> Variant:
+        try:
+            return run_machine(self.host(), EFFECTS, first, _Call(self, drafting).perform, sleep)
+        except SimulatedCrash as e:
+            self._die(f"this Interlock crashed (simulated, {e.point})")
+            raise
+
+    async def _arun(self, first: Any, drafting: bool = False,
+                    sleep: Optional[Callable[[int], Awaitable[None]]] = None) -> Variant:
+        try:
+            return await arun_machine(self.host(), EFFECTS, first, _Call(self, drafting).aperform, sleep)
+        except SimulatedCrash as e:
+            self._die(f"this Interlock crashed (simulated, {e.point})")
+            raise
+
+    def _outcome(self, last: Variant) -> Outcome:
+        return self._attach(to_outcome(last.payload))
+
+    def _attach(self, o: Outcome) -> Outcome:
+        object.__setattr__(o, "_interlock", self)
+        return o
 
     # -- gate calls
 
@@ -614,63 +531,75 @@ class Interlock:
             return  # no standing lease for such an agent: its proposals are refused, saying why
         logging.getLogger("interlock").warning(notice)
 
+    def _crashing(self, after: bool, before: bool) -> GateHost:
+        host = self.host()
+        point = AFTER_INTENT if before else AFTER_COMMIT if after else None
+        if point is not None:
+            host.crash_at(point)
+        return host
+
     def submit(self, proposal: Proposal, *, crash_after_effect: bool = False,
                crash_before_effect: bool = False) -> Outcome:
         """Gates a proposal through to its outcome. ``crash_after_effect``: the effect runs,
         then this process "dies" before the reply reaches the gate: :class:`SimulatedCrash`
         is raised and this Interlock is dead (its journal lock released), as after a kill.
         ``crash_before_effect``: dies once the intent is durable, before the send."""
-        host, text = self.host(), self._text(proposal)
+        host = self._crashing(crash_after_effect, crash_before_effect)
         try:
-            o = host.submit(text, _Router(self, sync=True),
-                            crash=_crash_point(crash_after_effect, crash_before_effect))
-        except SimulatedCrash as e:
-            self._die(f"this Interlock crashed (simulated, {e.point})")
-            raise
-        return self._attach(o)
+            return self._outcome(self._run(host._call("effects.submit", self._text(proposal))))
+        finally:
+            if (crash_after_effect or crash_before_effect) and not host.broken:
+                host.crash_at(None)
 
     async def asubmit(self, proposal: Proposal, *, crash_after_effect: bool = False,
                       crash_before_effect: bool = False) -> Outcome:
         """:meth:`submit` for ``async def`` effects (and async premises/allowed/lookup)."""
-        host, text = self.host(), self._text(proposal)
+        host = self._crashing(crash_after_effect, crash_before_effect)
         try:
-            o = await host.asubmit(text, _Router(self, sync=False),
-                                   crash=_crash_point(crash_after_effect, crash_before_effect))
-        except SimulatedCrash as e:
-            self._die(f"this Interlock crashed (simulated, {e.point})")
-            raise
-        return self._attach(o)
+            return self._outcome(await self._arun(host._call("effects.submit", self._text(proposal))))
+        finally:
+            if (crash_after_effect or crash_before_effect) and not host.broken:
+                host.crash_at(None)
 
-    def _attach(self, o: Outcome) -> Outcome:
-        object.__setattr__(o, "_interlock", self)
-        return o
+    def recover_effect(self, effect_id: str, sleep: Optional[Callable[[int], None]] = None) -> Outcome:
+        """Recovers one effect, waiting out another worker's live claim as this Interlock's
+        ``claim_wait`` says; ``sleep(ms)`` (default the clock's) waits when the gate says."""
+        return self._outcome(self._run(self.host()._call("effects.recover", effect_id), sleep=sleep))
+
+    async def arecover_effect(self, effect_id: str,
+                              sleep: Optional[Callable[[int], Awaitable[None]]] = None) -> Outcome:
+        """The awaitable :meth:`recover_effect`."""
+        return self._outcome(await self._arun(self.host()._call("effects.recover", effect_id), sleep=sleep))
+
+    def _recovering(self, claim_wait: Optional[Union[bool, ClaimWait]]) -> Tuple[GateHost, bool]:
+        host = self.host()
+        other = claim_wait is not None and claim_wait_of(claim_wait) != self.claim_wait
+        if other:
+            self._configure(host, claim_wait)
+        return host, other
 
     def recover(self, *, claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
         """Resolves every open effect by the gate's recovery table; call once on startup,
-        after decorating every effect. Waits out live claims (at most the target's
-        ``timeout_ms``) unless ``claim_wait`` (default: the Interlock's) says not to: then
-        such an effect is reported open, reason ``claim_live``, with ``retry_after_ms``.
-        Effects of functions not decorated here stay open (reason ``target_unroutable``);
-        nothing is written for them."""
-        wait = self.claim_wait if claim_wait is None else claim_wait
-        results = self.host().recover_all(_Router(self, sync=True), wait)
-        return self._report(results)
+        after decorating every effect. Waits out live claims unless ``claim_wait``
+        (default: the Interlock's) says not to: then such an effect is reported open,
+        reason ``claim_live``, with ``retry_after_ms``. Effects of functions not decorated
+        here stay open (reason ``target_unroutable``); nothing is written for them."""
+        host, other = self._recovering(claim_wait)
+        try:
+            return _report(recover_each(host, self.recover_effect))
+        finally:
+            if other and not host.broken:
+                self._configure(host, self.claim_wait)
 
     async def arecover(self, *, claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
         """The awaitable :meth:`recover`, for ``async def`` effects."""
-        wait = self.claim_wait if claim_wait is None else claim_wait
-        results = await self.host().arecover_all(_Router(self, sync=False), wait)
-        return self._report(results)
+        host, other = self._recovering(claim_wait)
 
-    def _report(self, results: Sequence[Tuple[str, Any]]) -> RecoveryReport:
-        outcomes: List[Outcome] = []
-        errors: Dict[str, Exception] = {}
-        for effect_id, r in results:
-            if isinstance(r, Outcome):
-                outcomes.append(self._attach(r))
-            else:
-                errors[effect_id] = r
-        return RecoveryReport(outcomes, errors)
+        try:
+            return _report(await arecover_each(host, self.arecover_effect))
+        finally:
+            if other and not host.broken:
+                self._configure(host, self.claim_wait)
 
     def open_effects(self) -> List[str]:
         return self.host().open_effects()
@@ -745,5 +674,6 @@ class Interlock:
         self.host().revoke_approval(approval)
 
 
-def _crash_point(after: bool, before: bool) -> Optional[str]:
-    return AFTER_INTENT if before else AFTER_COMMIT if after else None
+def _report(results: Sequence[Tuple[str, Any]]) -> RecoveryReport:
+    outcomes = [r for _, r in results if isinstance(r, Outcome)]
+    return RecoveryReport(outcomes, {e: r for e, r in results if not isinstance(r, Outcome)})

@@ -37,7 +37,7 @@ from wasmtime import Engine, Store
 from wasmtime.component import Component, Linker, Record, Variant
 
 from .errors import GateTrap, InterlockError, SimulatedCrash, gate_error
-from .journal import FORMAT_WASM, Conflict, Journal, JournalFileError
+from .journal import Storage, StorageError, journal_error
 
 if TYPE_CHECKING:
     from .decorator import Receipt
@@ -46,7 +46,7 @@ GATE_WASM = "interlock_gate.wasm"
 PAYMENTS_WASM = "payments_sim.wasm"
 GATE_INTERFACE = "interlock:gate/gate@0.1.0"
 TOOLS_INTERFACE = "interlock:gate/tools@0.1.0"
-JOURNAL_INTERFACE = "interlock:gate/journal@0.1.0"
+STORAGE_INTERFACE = "interlock:gate/storage@0.1.0"
 CLOCK_PREFIX = "wasi:clocks/wall-clock@"
 
 # Crash points, as the conformance vectors spell them.
@@ -62,13 +62,12 @@ IN_RECOVERY = "in_recovery"
 _WASM_ENV = {
     GATE_WASM: "INTERLOCK_WASM",
     PAYMENTS_WASM: "INTERLOCK_PAYMENTS_WASM",
-    FORMAT_WASM: "INTERLOCK_JOURNAL_FORMAT_WASM",
 }
 
 
 def wasm_path(name: str) -> Path:
     """Where a component is: its variable (``$INTERLOCK_WASM`` for the gate,
-    ``$INTERLOCK_PAYMENTS_WASM``, ``$INTERLOCK_JOURNAL_FORMAT_WASM``), else the copy inside
+    ``$INTERLOCK_PAYMENTS_WASM``), else the copy inside
     this package, else a development checkout's dist/."""
     env = os.environ.get(_WASM_ENV[name])
     if env:
@@ -85,6 +84,35 @@ def wasm_path(name: str) -> Path:
         "build it with `bash scripts/build-wasm.sh` or set INTERLOCK_WASM"
     )
 
+
+def _lower_variant_errors() -> None:
+    """Lets a host function return the ``err`` of ``result<option<T>, E>`` (storage's
+    ``file-size``). wasmtime-py 50 lowers an untagged result by trying its ``ok`` case
+    first, and an option's ``none`` case matches every object, so an error ``Variant`` is
+    taken for ``ok`` and fails. Here a ``Variant`` given for an untagged result whose
+    ``err`` is a variant and whose ``ok`` cannot be one is lowered as that ``err``."""
+    import ctypes
+
+    from wasmtime import _ffi as ffi
+    from wasmtime.component._types import ResultType, VariantType
+
+    original = ResultType._lower
+
+    def _lower(self: Any, store: Any, val: Any) -> Any:
+        if isinstance(val, Variant) and not self._tagged() and isinstance(self.err, VariantType):
+            ok_classes: set = set()
+            if self.ok is not None:
+                self.ok.add_classes(ok_classes)
+            if Variant not in ok_classes:
+                raw = ffi.wasmtime_component_val_t()
+                self.err.convert_to_c(store, val, ctypes.pointer(raw))
+                return ("err", ffi.wasmtime_component_val_new(ctypes.byref(raw)))
+        return original(self, store, val)
+
+    ResultType._lower = _lower  # type: ignore[method-assign]
+
+
+_lower_variant_errors()
 
 _ENGINE: Optional[Engine] = None
 _COMPONENTS: Dict[Path, Component] = {}
@@ -442,11 +470,11 @@ class _Datetime(Record):
 
 
 class JournalRef:
-    """One journal (a :class:`interlock.journal.Journal`: a file journal or a shared one)
-    shared by several gate instances in a process (racing workers, a restarted worker),
-    which can be closed and reopened under them."""
+    """The storage under one journal (:class:`interlock.journal.FileJournal`, or a SQL
+    storage of :mod:`interlock.sql_journal`), shared by several gate instances of a process
+    (racing workers, a restarted worker), which can be closed and reopened under them."""
 
-    def __init__(self, journal: Optional[Journal]):
+    def __init__(self, journal: Optional[Storage]):
         self.journal = journal
 
     def close(self) -> None:
@@ -454,25 +482,16 @@ class JournalRef:
             self.journal.close()
         self.journal = None
 
-    def replace(self, journal: Journal) -> None:
+    def replace(self, journal: Storage) -> None:
         self.journal = journal
-
-
-def _journal_error(e: Exception) -> Variant:
-    if isinstance(e, Conflict):
-        return Variant("conflict", e.actual)
-    if isinstance(e, JournalFileError):
-        return Variant(e.case, str(e))
-    return Variant("io", f"journal I/O error: {e}")
 
 
 @dataclass(frozen=True)
 class ClaimWait:
     """How recovery waits out another worker's live claim: at most ``max_polls`` polls,
-    each as long as the gate says the claim has left (``poll_ms`` when it does not say).
-    ``max_polls=0`` does not wait: the outcome is reported open, reason ``claim_live``,
-    with ``retry_after_ms``. A field left ``None`` is the gate's default (its
-    ``defaults`` export): hosts keep no copy of it."""
+    each as long as the gate says (``poll_ms`` when it does not say). ``max_polls=0`` does
+    not wait: the outcome is reported open, reason ``claim_live``, with
+    ``retry_after_ms``. A field left ``None`` is the gate's default."""
 
     poll_ms: Optional[int] = None
     max_polls: Optional[int] = None
@@ -491,80 +510,85 @@ def claim_wait_of(wait: Any) -> ClaimWait:
     raise TypeError(f"claim_wait must be True, False or a ClaimWait, not {wait!r}")
 
 
+class _ClaimWaitRecord(Record):
+    def __init__(self, poll_ms: int, max_polls: int):
+        setattr(self, "poll-ms", poll_ms)
+        setattr(self, "max-polls", max_polls)
+
+
+#: The crash points of the public API (``crash_at``) as the WIT ``crash-point`` spells them.
+CRASH_POINTS = {AFTER_INTENT: "before-send", AFTER_COMMIT: "after-send", IN_RECOVERY: "in-recovery"}
+_CRASH_WORDS = {"before-send": "after intent", "after-send": "after commit", "in-recovery": "in recovery"}
+
+_STORAGE_CALLS = {"file-size": "file_size", "file-read": "file_read", "file-append": "file_append",
+                  "file-sync": "file_sync", "file-truncate": "file_truncate", "file-replace": "file_replace",
+                  "file-create": "file_create", "sql-batch": "sql_batch"}
+
+def storage_imports(journal: JournalRef) -> Dict[str, Callable[..., Any]]:
+    """The host functions of ``interlock:gate/storage`` over ``journal``'s storage. A
+    failure is the call's ``storage-error`` (never a trap): a host exception is ``io``."""
+
+    def call(method: str) -> Callable[..., Any]:
+        def perform(_store: Store, *args: Any) -> Any:
+            storage = journal.journal
+            if storage is None:
+                return Variant("io", "journal is closed")
+            try:
+                return getattr(storage, method)(*args)
+            except StorageError as e:
+                return e.variant
+            except Exception as e:  # noqa: BLE001 - a host failure is the storage's io
+                return Variant("io", f"{type(e).__name__}: {e}")
+        return perform
+
+    return {name: call(method) for name, method in _STORAGE_CALLS.items()}
+
+
+#: A step asks the host to sleep this many ms (another worker's claim is live).
+Sleep = int
+
+
 class GateHost:
-    """One instance of the gate component with its journal and clock. Cheap to create
-    (the component is compiled once per process); a restarted process is a new host.
+    """One instance of the gate component over a journal's storage, with a clock. Cheap
+    to create (the component is compiled once per process); a restarted process is a new
+    host. ``open``: open the journal (``journal-admin.open``) now.
 
     An instance must never be entered from two threads at once: every export call holds
     ``lock`` (pass one to share it with other state that must change together). Target
-    I/O happens between calls, without the lock, so operations of several threads
-    interleave step by step, and a target function may call the gate itself."""
+    I/O happens between calls, without the lock."""
 
     def __init__(self, journal: JournalRef, clock: Clock, wasm: Optional[Path] = None,
-                 lock: Optional[threading.RLock] = None):
+                 lock: Optional[threading.RLock] = None, open: bool = True):
         self.journal = journal
         self.clock = clock
         self.lock = lock if lock is not None else threading.RLock()
-        self.crash_point: Optional[str] = None
         self.broken = False
         self._routes: Optional[List[str]] = None  # what the instance was last told
         component = load_component(wasm or wasm_path(GATE_WASM))
         eng = engine()
-        clock_name = next(
-            (n for n in component.type.imports(eng) if n.startswith(CLOCK_PREFIX)), None
-        )
-        if clock_name is None:
-            raise GateTrap("the gate component does not import wasi:clocks/wall-clock")
+        imports = list(component.type.imports(eng))
+        clock_name = next((n for n in imports if n.startswith(CLOCK_PREFIX)), None)
+        if clock_name is None or STORAGE_INTERFACE not in imports:
+            raise GateTrap(f"the gate component does not import wasi:clocks/wall-clock and {STORAGE_INTERFACE}")
         linker = Linker(eng)
         with linker.root() as root:
             with root.add_instance(clock_name) as wc:
                 wc.add_func("now", self._now)
                 wc.add_func("resolution", self._resolution)
-            with root.add_instance(JOURNAL_INTERFACE) as j:
-                j.add_func("append", self._append)
-                j.add_func("read", self._read)
-                j.add_func("length", self._length)
-                j.add_func("open-streams", self._open_streams)
-                j.add_func("streams", self._streams)
-                j.add_func("sync", self._sync)
+            with root.add_instance(STORAGE_INTERFACE) as st:
+                for wit_name, func in storage_imports(journal).items():
+                    st.add_func(wit_name, func)
         self.store = Store(eng)
         try:
-            instance = linker.instantiate(self.store, component)
+            self._instance = linker.instantiate(self.store, component)
         except wasmtime.WasmtimeError as e:
             raise GateTrap(f"the gate component does not fit this host's imports: {e}") from e
         self._linker = linker  # keeps the host functions alive with the instance
-        gi = instance.get_export_index(self.store, GATE_INTERFACE)
-        if gi is None:
-            raise GateTrap(f"the component does not export {GATE_INTERFACE}")
-        self._funcs = {}
-        for name in (
-            "effect-id-of", "submit", "resume", "cancel", "open-effects", "recover",
-            "set-routes", "grant-lease", "revoke-lease", "approve", "revoke-approval", "confirm",
-            "receipt", "check-receipt", "verify", "defaults", "send-timeout-ms",
-            "standing-lease-name", "grant-standing-lease", "set-strict-authority",
-            "standing-notice",
-        ):
-            idx = instance.get_export_index(self.store, name, gi)
-            func = instance.get_func(self.store, idx) if idx is not None else None
-            if func is None:
-                raise GateTrap(f"the gate component lacks the export {name!r}")
-            self._funcs[name] = func
-        # The tool mapping (interlock:gate/tools), for a caller that hands its calls on
-        # unchanged (the conformance driver): ``raw`` reaches these by name too.
-        ti = instance.get_export_index(self.store, TOOLS_INTERFACE)
-        if ti is None:
-            raise GateTrap(f"the component does not export {TOOLS_INTERFACE}")
-        for name in (
-            "check-config", "check-authority", "check-tools", "premise-call", "proposal", "send-call",
-            "lookup-call", "premises", "mcp-answer", "reply", "found",
-        ):
-            idx = instance.get_export_index(self.store, name, ti)
-            func = instance.get_func(self.store, idx) if idx is not None else None
-            if func is None:
-                raise GateTrap(f"the gate component lacks the export {TOOLS_INTERFACE} {name!r}")
-            self._funcs[name] = func
+        self._funcs: Dict[str, Any] = {}
+        if open:
+            self.open_journal()
 
-    # -- imports: wasi:clocks/wall-clock
+    # -- imports
 
     def _now(self, _store: Store) -> Record:
         ms = self.clock.now_ms()
@@ -573,116 +597,138 @@ class GateHost:
     def _resolution(self, _store: Store) -> Record:
         return _Datetime(0, 1_000_000)  # the gate only ever reads milliseconds
 
-    # -- imports: interlock:gate/journal
-
-    def _with_journal(self, fn: Callable[[Journal], Any]) -> Any:
-        j = self.journal.journal
-        if j is None:
-            return Variant("other", "journal is closed")
-        try:
-            return fn(j)
-        except (JournalFileError, OSError) as e:
-            return _journal_error(e)
-
-    def _append(self, _s: Store, stream: str, expected: int, entries: List[str], durable: bool,
-                is_open: bool) -> Any:
-        return self._with_journal(lambda j: j.append(stream, expected, entries, durable, is_open))
-
-    def _read(self, _s: Store, stream: str, start: int) -> Any:
-        return self._with_journal(lambda j: j.read(stream, start))
-
-    def _length(self, _s: Store, stream: str) -> Any:
-        return self._with_journal(lambda j: j.length(stream))
-
-    def _open_streams(self, _s: Store) -> Any:
-        return self._with_journal(lambda j: j.open_streams())
-
-    def _streams(self, _s: Store) -> Any:
-        return self._with_journal(lambda j: j.streams())
-
-    def _sync(self, _s: Store) -> Any:
-        return self._with_journal(lambda j: j.sync())
-
     # -- calling the exports
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _func(self, name: str) -> Any:
+        """The export ``interface.function`` (``gate.submit``, ``tools.call``, ...)."""
+        func = self._funcs.get(name)
+        if func is None:
+            iface, fn = name.split(".")
+            idx = self._instance.get_export_index(self.store, f"interlock:gate/{iface}@0.1.0")
+            idx = self._instance.get_export_index(self.store, fn, idx) if idx is not None else None
+            func = self._instance.get_func(self.store, idx) if idx is not None else None
+            if func is None:
+                raise GateTrap(f"the gate component lacks the export {name}: rebuild it (scripts/build-wasm.sh)")
+            self._funcs[name] = func
+        return func
+
+    def raw(self, name: str, *args: Any) -> Any:
+        """Calls export ``name`` and returns what wasmtime gives, an ``err`` as the error
+        value itself (for a caller that hands it on unchanged: the conformance driver)."""
         with self.lock:
             if self.broken:
                 raise GateTrap("this gate instance trapped earlier; it cannot be used again")
             try:
-                result = self._funcs[name](self.store, *args)
+                return self._func(name)(self.store, *args)
             except (wasmtime.WasmtimeError, wasmtime.Trap) as e:
                 self.broken = True
                 raise GateTrap(f"the gate component trapped in {name}: {e}") from e
             except BaseException:
-                # A host import raised (a host bug): the instance has trapped.
-                self.broken = True
+                self.broken = True  # a host import raised (a host bug): the instance trapped
                 raise
-        if isinstance(result, Variant):  # every export's error is the gate-error variant
+
+    def _call(self, name: str, *args: Any) -> Any:
+        result = self.raw(name, *args)
+        if isinstance(result, Variant):
+            # A result whose two sides are both variants comes tagged ``ok``/``err``;
+            # otherwise a Variant is the gate-error itself.
+            if result.tag == "ok":
+                return result.payload
+            if result.tag == "err":
+                result = result.payload
             raise gate_error(result.tag, result.payload)
         return result
 
-    def raw(self, name: str, *args: Any) -> Any:
-        """Calls export ``name`` and returns what wasmtime gives, an ``err`` as the
-        gate-error value itself (for a caller that hands it on unchanged: the conformance
-        driver). The caller holds ``lock``."""
-        if self.broken:
-            raise GateTrap("this gate instance trapped earlier; it cannot be used again")
-        return self._funcs[name](self.store, *args)
+    # -- the journal (journal-admin)
+
+    def open_journal(self) -> None:
+        """Opens the journal over the storage (checks or writes its format, builds its
+        index); a torn tail, corruption or a newer format raises its journal error."""
+        backend = self.journal.journal.backend if self.journal.journal is not None else "file"
+        r = self.raw("journal-admin.open", backend)
+        if isinstance(r, Variant):
+            raise journal_error(r)
+
+    def repair_journal(self) -> Any:
+        r = self.raw("journal-admin.repair")
+        if isinstance(r, Variant):
+            raise journal_error(r)
+        return r
+
+    def entries_in_order(self) -> List[str]:
+        """Every entry in append order across streams (a file journal's lines)."""
+        r = self.raw("journal-admin.entries-in-order")
+        if isinstance(r, Variant):
+            raise journal_error(r)
+        return list(r)
+
+    # -- the gate
 
     def effect_id_of(self, proposal: str) -> str:
-        return self._call("effect-id-of", proposal)
+        return cast(str, self._call("gate.effect-id-of", proposal))
 
     def defaults(self) -> Dict[str, Any]:
         """The gate's defaults (``timeout_ms``, ``dedupe_window_ms``, ``claim_wait``:
         ``{poll_ms, max_polls}``, ``standing_lease_ms``): the one copy every host reads."""
-        return cast(Dict[str, Any], json.loads(self._call("defaults")))
+        return cast(Dict[str, Any], json.loads(self._call("gate.defaults")))
 
     def send_timeout_ms(self, effect_id: str) -> int:
-        """How long to wait on a send of ``effect_id``: its recorded proposal's
-        ``target.timeout_ms``, the gate's default filled in."""
-        return int(self._call("send-timeout-ms", effect_id))
+        return int(self._call("gate.send-timeout-ms", effect_id))
 
     def standing_lease_name(self, agent: str) -> str:
-        return cast(str, self._call("standing-lease-name", agent))
+        return cast(str, self._call("gate.standing-lease-name", agent))
 
     def grant_standing_lease(self, agent: str) -> str:
-        """Grants ``agent``'s standing lease if it never was (a revoked one stays revoked);
-        its name. Recorded like any lease; durable on return."""
-        return cast(str, self._call("grant-standing-lease", agent))
+        """Grants ``agent``'s standing lease if it never was; its name. Durable on return."""
+        return cast(str, self._call("gate.grant-standing-lease", agent))
 
     def set_strict_authority(self, strict: bool) -> None:
         """Strict authority: a proposal naming no lease or approval is refused
-        (:class:`InvalidField` at ``/authority``) instead of running under its agent's
-        standing lease."""
-        self._call("set-strict-authority", strict)
+        (:class:`InvalidField` at ``/authority``)."""
+        self._call("gate.set-strict-authority", strict)
 
     def standing_notice(self, agent: str) -> str:
         """The line to show once at start when effects of ``agent`` may run under its
         standing lease (the gate's words)."""
-        return cast(str, self._call("standing-notice", agent))
+        return cast(str, self._call("gate.standing-notice", agent))
 
-    def _claim_wait(self, wait: Any) -> Tuple[int, int]:
-        """``(poll_ms, max_polls)`` of ``wait``, the gate's defaults filled in."""
+    def claim_wait(self, wait: Any) -> Optional[Record]:
+        """The WIT ``claim-wait`` of ``wait`` (True, False or a :class:`ClaimWait`), the
+        gate's defaults filled in; None for the gate's own."""
         w = claim_wait_of(wait)
+        if w.poll_ms is None and w.max_polls is None:
+            return None
         d = self.defaults()["claim_wait"]
-        return (d["poll_ms"] if w.poll_ms is None else w.poll_ms,
-                d["max_polls"] if w.max_polls is None else w.max_polls)
+        return _ClaimWaitRecord(d["poll_ms"] if w.poll_ms is None else w.poll_ms,
+                                d["max_polls"] if w.max_polls is None else w.max_polls)
+
+    def crash_at(self, point: Optional[str]) -> None:
+        """For tests: the gate asks this host to die at ``point`` (``after_intent``,
+        ``after_commit``, ``in_recovery``) in every operation from now on (None: never);
+        the operation raises :class:`SimulatedCrash` there."""
+        self._call("gate.crash-at", None if point is None else CRASH_POINTS.get(point, point))
+
+    def crash(self, point: str, effect_id: Optional[str]) -> SimulatedCrash:
+        """The instance dies where the gate said (``ask.crash``)."""
+        self.broken = True  # a crashed process answers nothing more
+        return SimulatedCrash(_CRASH_WORDS.get(point, point), effect_id)
 
     def submit_step(self, proposal: str) -> Any:
-        return self._call("submit", proposal)
+        return self._call("gate.submit", proposal)
 
     def resume(self, op: int, reply: Variant) -> Any:
-        return self._call("resume", op, reply)
+        return self._call("gate.resume", op, reply)
 
     def cancel(self, op: int) -> None:
-        self._call("cancel", op)
+        self._call("gate.cancel", op)
 
     def open_effects(self) -> List[str]:
-        return list(self._call("open-effects"))
+        return list(self._call("gate.open-effects"))
 
-    def recover_step(self, effect_id: str) -> Any:
-        return self._call("recover", effect_id)
+    def recover_step(self, effect_id: str, wait: Any = True) -> Any:
+        """Recovery of one effect, waiting out a live claim as ``wait`` says (the gate asks
+        the host to sleep when it must)."""
+        return self._call("gate.recover-waiting", effect_id, self.claim_wait(wait))
 
     def set_routes(self, targets: Sequence[str]) -> None:
         """The targets this host performs steps for; the gate asks nothing for any other
@@ -690,106 +736,97 @@ class GateHost:
         names = sorted(set(targets))
         with self.lock:
             if names != self._routes:
-                self._call("set-routes", names)
+                self._call("gate.set-routes", names)
                 self._routes = names
 
     def route(self, targets: Targets) -> None:
-        """Tells the gate the targets ``targets`` reaches (its ``routes()``), before an
-        operation: a target defined since the last operation is routed from now on.
-        Targets without ``routes()`` leave the routes as they are (every target, until
-        told otherwise)."""
+        """Tells the gate the targets ``targets`` reaches (its ``routes()``, if it has one)."""
         routes = getattr(targets, "routes", None)
         if routes is not None:
             self.set_routes(routes())
 
     def grant_lease(self, lease: str, expires_at_ms: int) -> None:
-        self._call("grant-lease", lease, int(expires_at_ms))
+        self._call("gate.grant-lease", lease, int(expires_at_ms))
 
     def revoke_lease(self, lease: str) -> None:
-        self._call("revoke-lease", lease)
+        self._call("gate.revoke-lease", lease)
 
     def approve(self, approval: str) -> None:
-        self._call("approve", approval)
+        self._call("gate.approve", approval)
 
     def revoke_approval(self, approval: str) -> None:
-        self._call("revoke-approval", approval)
+        self._call("gate.revoke-approval", approval)
 
     def confirm(self, effect_id: str, evidence: str) -> Outcome:
-        return to_outcome(self._call("confirm", effect_id, evidence))
+        return to_outcome(self._call("gate.confirm", effect_id, evidence))
 
     def receipt(self, effect_id: str, key: Optional[bytes] = None) -> str:
-        return self._call("receipt", effect_id, None if key is None else bytes(key))
+        return cast(str, self._call("gate.receipt", effect_id, None if key is None else bytes(key)))
 
     def check_receipt(self, receipt: str, key: bytes) -> VerifyReport:
-        return _report(self._call("check-receipt", receipt, bytes(key)))
+        return _report(self._call("gate.check-receipt", receipt, bytes(key)))
 
     def verify(self, anchors: Sequence[str] = ()) -> VerifyReport:
-        return _report(self._call("verify", list(anchors)))
+        return _report(self._call("gate.verify", list(anchors)))
 
-    # -- driving steps
+    # -- driving the gate's steps through targets (the low-level API)
 
-    def crash_at(self, point: Optional[str]) -> None:
-        """Raise :class:`SimulatedCrash` at ``point`` (after_intent, after_commit,
-        in_recovery) instead of answering the gate, in every operation from now on (one
-        operation's own crash point is the ``crash`` argument of :meth:`submit`)."""
-        self.crash_point = point
-
-    def _maybe_crash(self, crash: Optional[str], here: str, effect_id: str) -> None:
-        if crash == here:
-            self.broken = True  # a crashed process answers nothing more
-            raise SimulatedCrash(here.replace("_", " "), effect_id)
-
-    def _steps(self, first: Any, recovering: bool,
-               crash: Optional[str]) -> Generator[Tuple[int, Request], Variant, Outcome]:
-        """The step loop as a generator: yields (op, request), receives the reply. Shared
-        by the sync and the async drivers so both route identically."""
-        crash = crash or self.crash_point
-        step = first
+    def _steps(self, first: Any) -> Generator[Tuple[int, Union[Request, Sleep]], Variant, Outcome]:
+        """The step loop as a generator: yields (op, request or ms to sleep), receives the
+        reply. Shared by the sync and the async drivers so both route identically."""
+        step, effect_id = first, None
         while True:
             tag, payload = step.ask.tag, step.ask.payload
             if tag == "done":
                 return to_outcome(payload)
-            req = to_request(tag, payload)
-            if tag == "apply" and not recovering:
-                self._maybe_crash(crash, AFTER_INTENT, req.effect_id)
-            reply = yield step.op, req
-            if tag == "apply":
-                self._maybe_crash(crash, IN_RECOVERY if recovering else AFTER_COMMIT, req.effect_id)
-            elif tag == "query" and recovering:
-                self._maybe_crash(crash, IN_RECOVERY, req.effect_id)
+            if tag == "crash":
+                raise self.crash(payload, effect_id)
+            if tag == "sleep":
+                reply = yield step.op, int(payload)
+            else:
+                req = to_request(tag, payload)
+                effect_id = req.effect_id
+                reply = yield step.op, req
             step = self.resume(step.op, reply)
 
-    def drive(self, first: Any, targets: Targets, recovering: bool = False,
-              crash: Optional[str] = None) -> Outcome:
-        gen = self._steps(first, recovering, crash)
+    def drive(self, first: Any, targets: Targets) -> Outcome:
+        gen = self._steps(first)
         try:
             op, req = next(gen)
             while True:
-                op, req = gen.send(self._reply(op, req, self._perform(op, req, targets)))
+                if isinstance(req, Request):
+                    reply = self._reply(op, req, self._perform(op, req, targets))
+                else:
+                    self.clock.sleep(req)
+                    reply = Variant("slept")
+                op, req = gen.send(reply)
         except StopIteration as stop:
             return stop.value
 
-    async def adrive(self, first: Any, targets: Targets, recovering: bool = False,
-                     crash: Optional[str] = None) -> Outcome:
-        gen = self._steps(first, recovering, crash)
+    async def adrive(self, first: Any, targets: Targets) -> Outcome:
+        gen = self._steps(first)
         try:
             op, req = next(gen)
             while True:
-                reply = self._perform(op, req, targets)
-                if inspect.isawaitable(reply):
-                    try:
-                        reply = await reply
-                    except BaseException:
-                        self._cancel_quietly(op)
-                        raise
-                op, req = gen.send(self._reply(op, req, reply))
+                if isinstance(req, Request):
+                    answer = self._perform(op, req, targets)
+                    if inspect.isawaitable(answer):
+                        try:
+                            answer = await answer
+                        except BaseException:
+                            self._cancel_quietly(op)
+                            raise
+                    reply = self._reply(op, req, answer)
+                else:
+                    await self.clock.asleep(req)
+                    reply = Variant("slept")
+                op, req = gen.send(reply)
         except StopIteration as stop:
             return stop.value
 
     def _reply(self, op: int, req: Request, reply: object) -> Variant:
-        """``reply`` if it is one. Anything else (an awaitable on the sync path, None, ...)
-        is the target's bug, not the gate's: the operation is abandoned, unanswered, and this
-        instance stays usable (handed to the gate, it would trap it)."""
+        """``reply`` if it is one. Anything else is the target's bug, not the gate's: the
+        operation is abandoned, unanswered, and this instance stays usable."""
         if isinstance(reply, Variant):
             return reply
         if inspect.iscoroutine(reply):
@@ -810,81 +847,144 @@ class GateHost:
 
     def _perform(self, op: int, req: Request, targets: Targets) -> Reply:
         try:
-            return getattr(targets, req.kind)(req)
+            return cast(Reply, getattr(targets, req.kind)(req))
         except SimulatedCrash:
             self.broken = True
             raise
         except BaseException:
-            # The host will not finish this operation; what is durable stays.
-            self._cancel_quietly(op)
+            self._cancel_quietly(op)  # the host will not finish it; what is durable stays
             raise
 
-    def submit(self, proposal: str, targets: Targets, crash: Optional[str] = None) -> Outcome:
+    def submit(self, proposal: str, targets: Targets) -> Outcome:
         self.route(targets)
-        return self.drive(self.submit_step(proposal), targets, crash=crash)
+        return self.drive(self.submit_step(proposal), targets)
 
-    async def asubmit(self, proposal: str, targets: Targets, crash: Optional[str] = None) -> Outcome:
+    async def asubmit(self, proposal: str, targets: Targets) -> Outcome:
         self.route(targets)
-        return await self.adrive(self.submit_step(proposal), targets, crash=crash)
-
-    @staticmethod
-    def _claim_live(o: Outcome) -> bool:
-        return o.status is State.DISPATCHED and o.reason is Reason.CLAIM_LIVE
-
-    @staticmethod
-    def _wait_ms(poll_ms: int, o: Outcome) -> int:
-        # The claim is live until strictly after its deadline.
-        return poll_ms if o.retry_after_ms is None else o.retry_after_ms + 1
+        return await self.adrive(self.submit_step(proposal), targets)
 
     def recover(self, effect_id: str, targets: Targets, claim_wait: Any = True) -> Outcome:
-        """Recovers one effect by the gate's recovery table. While another worker's claim is
-        live the gate says so (``claim_live``, ``retry_after_ms``); this waits exactly that
-        long and asks again, as ``claim_wait`` allows (see :class:`ClaimWait`)."""
-        poll_ms, max_polls = self._claim_wait(claim_wait)
+        """Recovers one effect by the gate's recovery table, waiting out another worker's
+        live claim as ``claim_wait`` allows (see :class:`ClaimWait`)."""
         self.route(targets)
-        polls = 0
-        while True:
-            o = self.drive(self.recover_step(effect_id), targets, recovering=True)
-            if not self._claim_live(o) or polls >= max_polls:
-                return o
-            polls += 1
-            self.clock.sleep(self._wait_ms(poll_ms, o))
+        return self.drive(self.recover_step(effect_id, claim_wait), targets)
 
     async def arecover(self, effect_id: str, targets: Targets, claim_wait: Any = True) -> Outcome:
-        poll_ms, max_polls = self._claim_wait(claim_wait)
         self.route(targets)
-        polls = 0
+        return await self.adrive(self.recover_step(effect_id, claim_wait), targets)
+
+
+def recover_each(host: GateHost, recover: Callable[[str], Any]) -> List[Tuple[str, Any]]:
+    """``[(effect_id, recover(effect_id) or its exception)]`` for every open effect. One
+    effect's gate error does not stop the others; a trap or a crash stops everything."""
+    results: List[Tuple[str, Any]] = []
+    for effect_id in host.open_effects():
+        try:
+            results.append((effect_id, recover(effect_id)))
+        except (GateTrap, SimulatedCrash):
+            raise
+        except Exception as e:  # noqa: BLE001 - reported per effect
+            if host.broken:
+                raise
+            results.append((effect_id, e))
+    return results
+
+
+async def arecover_each(host: GateHost, recover: Callable[[str], Awaitable[Any]]) -> List[Tuple[str, Any]]:
+    results: List[Tuple[str, Any]] = []
+    for effect_id in host.open_effects():
+        try:
+            results.append((effect_id, await recover(effect_id)))
+        except (GateTrap, SimulatedCrash):
+            raise
+        except Exception as e:  # noqa: BLE001 - reported per effect
+            if host.broken:
+                raise
+            results.append((effect_id, e))
+    return results
+
+
+def repair(storage: Storage) -> Any:
+    """``journal-admin.repair`` over ``storage`` (its WIT ``repair-report``)."""
+    from .clock import SystemClock
+
+    return GateHost(JournalRef(storage), SystemClock(), open=False).repair_journal()
+
+
+# ---------------------------------------------------------------- the loops' machines
+
+
+def machine_steps(host: GateHost, iface: str, first: Any) -> Generator[Tuple[int, Any], Variant, Variant]:
+    """The one step handler of the component's loops (``effects``, ``tools``): yields
+    ``(id, call)`` (a call record to perform) or ``(id, ms)`` (an int: sleep that long),
+    receives the WIT ``call-answer``, and returns the last step (``done``, ``proposed``).
+    A ``crash`` step raises :class:`SimulatedCrash`."""
+    step, effect_id = first, None
+    while True:
+        if step.tag == "call":
+            effect_id = getattr(step.payload, "effect-id", None) or effect_id
+            op = step.payload.id
+            answer = yield op, step.payload
+        elif step.tag == "sleep":
+            op, ms = step.payload
+            answer = yield op, int(ms)
+        elif step.tag == "crash":
+            raise host.crash(step.payload, effect_id)
+        else:
+            return cast(Variant, step)
+        step = host._call(f"{iface}.resume", op, answer)
+
+
+SLEPT = Variant("slept")
+
+
+def run_machine(host: GateHost, iface: str, first: Any, perform: Callable[[Any], Variant],
+                sleep: Optional[Callable[[int], None]] = None) -> Variant:
+    """Drives ``machine_steps`` with a sync ``perform(call) -> call-answer`` and ``sleep(ms)``
+    (default the host's clock). If either raises, the call is cancelled (what is durable
+    stays) and the exception goes on."""
+    gen = machine_steps(host, iface, first)
+    try:
+        op, what = next(gen)
         while True:
-            o = await self.adrive(self.recover_step(effect_id), targets, recovering=True)
-            if not self._claim_live(o) or polls >= max_polls:
-                return o
-            polls += 1
-            await self.clock.asleep(self._wait_ms(poll_ms, o))
-
-    def recover_all(self, targets: Targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
-        """Recovers every open effect: ``[(effect_id, Outcome or exception)]``. One effect's
-        gate error does not stop the others; a trap or a crash stops everything."""
-        results: List[Tuple[str, Any]] = []
-        for effect_id in self.open_effects():
             try:
-                results.append((effect_id, self.recover(effect_id, targets, claim_wait)))
-            except (GateTrap, SimulatedCrash):
+                if isinstance(what, int):
+                    (sleep or host.clock.sleep)(what)
+                    answer = SLEPT
+                else:
+                    answer = perform(what)
+            except BaseException:
+                _cancel(host, iface, op)
                 raise
-            except Exception as e:  # noqa: BLE001 - reported per effect
-                if self.broken:
-                    raise
-                results.append((effect_id, e))
-        return results
+            op, what = gen.send(answer)
+    except StopIteration as stop:
+        return cast(Variant, stop.value)
 
-    async def arecover_all(self, targets: Targets, claim_wait: Any = True) -> List[Tuple[str, Any]]:
-        results: List[Tuple[str, Any]] = []
-        for effect_id in self.open_effects():
+
+async def arun_machine(host: GateHost, iface: str, first: Any, perform: Callable[[Any], Awaitable[Variant]],
+                       sleep: Optional[Callable[[int], Awaitable[None]]] = None) -> Variant:
+    """:func:`run_machine` with an async ``perform`` and ``sleep``."""
+    gen = machine_steps(host, iface, first)
+    try:
+        op, what = next(gen)
+        while True:
             try:
-                results.append((effect_id, await self.arecover(effect_id, targets, claim_wait)))
-            except (GateTrap, SimulatedCrash):
+                if isinstance(what, int):
+                    await (sleep or host.clock.asleep)(what)
+                    answer = SLEPT
+                else:
+                    answer = await perform(what)
+            except BaseException:
+                _cancel(host, iface, op)
                 raise
-            except Exception as e:  # noqa: BLE001
-                if self.broken:
-                    raise
-                results.append((effect_id, e))
-        return results
+            op, what = gen.send(answer)
+    except StopIteration as stop:
+        return cast(Variant, stop.value)
+
+
+def _cancel(host: GateHost, iface: str, op: int) -> None:
+    if not host.broken:
+        try:
+            host._call(f"{iface}.cancel", op)
+        except Exception:  # noqa: BLE001 - best effort: the call is abandoned anyway
+            pass

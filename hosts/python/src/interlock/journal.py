@@ -1,156 +1,106 @@
-"""The file backend of ``interlock:gate/journal`` (wit/journal.wit), byte for byte the
-format of adapters/file-journal (the Rust crate), so a journal written by one host is
-read by any other.
+"""The storage under the journal (``interlock:gate/storage``, wit/storage.wit): this host
+stores and reads bytes; every rule of the journal (its format, index, torn tails, repair,
+compare-and-append) runs inside the gate component (adapters/journal), which opens it with
+``journal-admin.open``.
 
-A journal is a directory holding:
-
-* ``journal.jsonl``: every stream interleaved, one entry per line: the entry text exactly
-  as the gate produced it, then ``"\\n"``.
-* ``journal.lock``: held with ``flock(LOCK_EX | LOCK_NB)`` for the life of a
-  :class:`FileJournal`, so there is one writer per directory. The Rust side uses flock
-  too, so the CLI and Python exclude each other.
-
-A journal records what agents did and why: a directory this module creates is owner-only
-(0700), and every file it creates is 0600, whatever the umask. A directory that already
-exists keeps the mode its owner gave it.
-
-Within a process, a :class:`FileJournal` may be used from several threads (several gate
-instances on one journal): each call holds the journal's lock, so a compare-and-append
-is one atomic step.
-
-* ``journal.format``: the format version (``interlock-journal 1\\n``), written when the
-  journal is created. A newer version is refused (:class:`UnknownFormat`), never guessed at.
-
-Every rule about these bytes (entry heads, append validation, the scan with its torn-tail
-and corruption checks, repair naming, the version and the error texts) is the
-journal-format component's (adapters/journal-format, ``journal_format.wasm``), shared with
-the Rust and Node hosts. This file does the I/O and keeps the index (byte offset and length
-of each entry, per stream) the scan returns. Hash chains and verification are the gate's.
+:class:`FileJournal` is a journal folder on disk: held with ``flock`` on ``journal.lock``
+for its life (one writer per folder; the CLI takes the same lock), files created owner-only
+(0600) and a created folder owner-only (0700), appends made only at the length the caller
+names, ``fdatasync`` shared among threads, whole files written by rename. The SQL storages
+are in :mod:`interlock.sql_journal`.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import functools
 import os
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Protocol, Sequence, Tuple, TypeVar, Union, cast
+from typing import Any, Dict, List, Optional, Union
+
+from wasmtime.component import Variant
 
 from .errors import InterlockError
 
 JOURNAL_FILE = "journal.jsonl"
 LOCK_FILE = "journal.lock"
-TORN_PREFIX = "journal.torn-"
-FORMAT_FILE = "journal.format"
-FORMAT_WASM = "journal_format.wasm"
-FORMAT_INTERFACE = "interlock:journal-format/format@0.1.0"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
-
-
-class Journal(Protocol):
-    """A backend of ``interlock:gate/journal`` (wit/journal.wit, ARCHITECTURE.md "The
-    journal contract"): :class:`FileJournal`, and the shared ones in
-    :mod:`interlock.sql_journal`. Every failure is a :class:`JournalFileError`, whose
-    ``case`` is the WIT ``journal-error`` case the gate sees."""
-
-    def append(self, stream: str, expected_len: int, entries: Sequence[str], durable: bool,
-               is_open: bool) -> None: ...
-
-    def read(self, stream: str, start: int) -> List[str]: ...
-
-    def length(self, stream: str) -> int: ...
-
-    def open_streams(self) -> List[str]: ...
-
-    def streams(self) -> List[str]: ...
-
-    def sync(self) -> None: ...
-
-    def close(self) -> None: ...
+#: How long opening a folder waits for another writer's lock, and how often it looks (ms).
+LOCK_WAIT_MS = 5_000
+LOCK_POLL_MS = 20
 
 
 class JournalFileError(InterlockError):
-    """A journal file operation failed. ``case`` is the WIT ``journal-error`` case it maps
-    to when the gate sees it (``conflict``, ``io``, ``corrupt``, ``torn-tail``, ``other``).
-    An :class:`interlock.InterlockError`, like every error this package raises on purpose."""
+    """The journal could not be opened or used. ``case`` is the WIT ``journal-error`` case
+    (``conflict``, ``io``, ``corrupt``, ``torn-tail``, ``other``); the text is the
+    component's (or, for the folder's lock, this host's)."""
 
     case = "other"
-
-
-class Locked(JournalFileError):
-    """Another writer, in this process or another (the CLI included), still holds the
-    directory after ``waited_ms``. The text (the journal format's) names the shared
-    backends, the way to run several writers."""
-
-    def __init__(self, directory: Path, waited_ms: int = 0):
-        self.dir = directory
-        self.waited_ms = waited_ms
-        super().__init__(_Format.call("locked-message", str(directory), waited_ms))
 
 
 class JournalIOError(JournalFileError):
     case = "io"
 
-    def __init__(self, detail: str):
-        super().__init__(f"journal I/O error: {detail}")
-
-
-# The texts of the format's errors are the journal-format component's (the same in every
-# host): these classes carry its message and its fields.
-
 
 class Corrupt(JournalFileError):
-    """A complete line is not a valid entry; ``line`` is 1-based."""
+    """A complete line of the journal is not a valid entry."""
 
     case = "corrupt"
 
-    def __init__(self, line: int, detail: str, message: str):
-        self.line = line
-        self.detail = detail
-        super().__init__(message)
-
 
 class TornTail(JournalFileError):
-    """The file ends with a partial line of ``bytes`` bytes at byte ``offset``."""
+    """The journal ends with a partial line: :meth:`FileJournal.repair` saves it aside."""
 
     case = "torn-tail"
 
-    def __init__(self, offset: int, nbytes: int, message: str):
-        self.offset = offset
-        self.bytes = nbytes
-        super().__init__(message)
-
 
 class UnknownFormat(JournalFileError):
-    """``journal.format`` names a newer format version (``version``), or is not a format
-    file at all (``version`` None): nothing is read or written."""
-
-    def __init__(self, version: Optional[int], message: str):
-        self.version = version
-        super().__init__(message)
+    """The journal is of a newer (or unreadable) format version: nothing read or written."""
 
 
 class Conflict(JournalFileError):
-    """Compare-and-append lost: the stream holds ``actual`` entries."""
+    """Compare-and-append lost to another writer."""
 
     case = "conflict"
 
-    def __init__(self, actual: int):
-        self.actual = actual
+
+class Locked(JournalFileError):
+    """Another writer, in this process or another (the CLI included), still holds the
+    folder after ``waited_ms``."""
+
+    def __init__(self, directory: Path, waited_ms: int = 0):
+        self.dir = directory
+        self.waited_ms = waited_ms
+        waited = f", still after waiting {waited_ms} ms" if waited_ms else ""
         super().__init__(
-            "compare-and-append conflict: the stream holds "
-            f"{actual} entries, not the expected length"
+            f"journal directory {directory} is locked by another writer ({LOCK_FILE} is held)"
+            f"{waited}; a file journal has one writer per directory: to run several workers, "
+            "share a SQLite journal on one machine (sqlite:///path/to/journal.db) or a "
+            "PostgreSQL journal across machines (postgres://user@host/db)"
         )
 
 
-class InvalidEntry(JournalFileError):
-    def __init__(self, message: str):
-        super().__init__(message)
+_CASES = {"conflict": Conflict, "io": JournalIOError, "corrupt": Corrupt, "torn-tail": TornTail,
+          "other": UnknownFormat}
+
+
+def journal_error(v: Variant) -> JournalFileError:
+    """The WIT ``journal-error`` that opening or repairing answered, as this package's
+    exception (``other`` is there a format version this host cannot read)."""
+    return _CASES.get(v.tag, JournalFileError)(str(v.payload))
+
+
+class StorageError(Exception):
+    """A storage call's WIT ``storage-error`` (``conflict``, ``unexpected-changes``,
+    ``io``, ``unsupported``), handed back to the component as it is."""
+
+    def __init__(self, case: str, payload: Any):
+        super().__init__(f"{case}: {payload}")
+        self.variant = Variant(case, payload)
 
 
 @dataclass
@@ -162,86 +112,34 @@ class RepairReport:
     def __str__(self) -> str:
         if self.torn_offset is None:
             return f"{JOURNAL_FILE} ends with a complete line: nothing to repair"
-        return (
-            f"saved {self.torn_bytes} torn bytes from offset {self.torn_offset} to "
-            f"{self.saved_to} and truncated {JOURNAL_FILE} to {self.torn_offset} bytes"
-        )
+        return (f"saved {self.torn_bytes} torn bytes from offset {self.torn_offset} to "
+                f"{self.saved_to} and truncated {JOURNAL_FILE} to {self.torn_offset} bytes")
 
 
-class _Format:
-    """The journal-format component: one instance per process, one call at a time."""
+class Storage:
+    """What a gate instance's journal is stored in. ``backend`` is the WIT
+    ``journal-admin.backend`` the component opens over it; the calls of the other kind
+    answer ``unsupported``."""
 
-    _instance: Optional["_Format"] = None
-    _lock = threading.Lock()
+    backend = "file"
+    name = "journal"
 
-    def __init__(self) -> None:
-        # Imported here: the gate module imports this one.
-        from wasmtime import Store, WasmtimeError
-        from wasmtime.component import Linker
+    def _no_files(self, *args: Any, **kwargs: Any) -> Any:
+        raise StorageError("unsupported", "this journal is a SQL journal: it has no files")
 
-        from .errors import GateTrap
-        from .gate import engine, load_component, wasm_path
+    file_size = file_read = file_append = file_sync = file_truncate = file_replace = file_create = _no_files
 
-        path = wasm_path(FORMAT_WASM)
-        self.store = Store(engine())
-        try:
-            instance = Linker(engine()).instantiate(self.store, load_component(path))
-        except WasmtimeError as e:
-            raise GateTrap(f"{FORMAT_WASM} does not instantiate: {e}") from e
-        iface = instance.get_export_index(self.store, FORMAT_INTERFACE)
-        self.funcs: Dict[str, Any] = {}
-        for name in ("scan", "validate-append", "check-format-file", "format-file-text",
-                     "torn-file-name", "complete-prefix", "lock-wait", "locked-message"):
-            idx = instance.get_export_index(self.store, name, iface) if iface else None
-            func = instance.get_func(self.store, idx) if idx is not None else None
-            if func is None:
-                raise GateTrap(f"{FORMAT_WASM} lacks the export {name!r}")
-            self.funcs[name] = func
+    def sql_batch(self, statements: List[Any], write: bool, durable: bool) -> List[Any]:
+        raise StorageError("unsupported", "this journal is a file journal: it runs no SQL")
 
-    @classmethod
-    def call(cls, name: str, *args: Any) -> Any:
-        """Calls an export; a WIT ``format-error`` is raised as this host's error."""
-        from wasmtime.component import Variant
+    def close(self) -> None:
+        pass
 
-        with cls._lock:
-            if cls._instance is None:
-                cls._instance = _Format()
-            r = cls._instance.funcs[name](cls._instance.store, *args)
-        # A result whose two sides have the same Python type comes tagged.
-        if isinstance(r, Variant) and r.tag in ("ok", "err"):
-            if r.tag == "ok":
-                return r.payload
-            r = r.payload
-        if hasattr(r, "kind") and hasattr(r, "message"):
-            raise _format_error(r)
-        return r
+    def __enter__(self) -> "Storage":
+        return self
 
-
-def _format_error(e: Any) -> JournalFileError:
-    kind, message = e.kind, e.message
-    if kind.tag == "corrupt":
-        return Corrupt(kind.payload[0], kind.payload[1], message)
-    if kind.tag == "torn-tail":
-        return TornTail(kind.payload[0], kind.payload[1], message)
-    if kind.tag == "invalid-entry":
-        return InvalidEntry(message)
-    return UnknownFormat(kind.payload if kind.tag == "newer-version" else None, message)
-
-
-class _Index:
-    def __init__(self) -> None:
-        # stream -> [(offset, length)]; dicts keep first-append order.
-        self.offsets: Dict[str, List[Tuple[int, int]]] = {}
-        self.open: Dict[str, bool] = {}
-        self.entries = 0
-
-    def length(self, stream: str) -> int:
-        return len(self.offsets.get(stream, ()))
-
-    def push(self, stream: str, offset: int, length: int, is_open: bool) -> None:
-        self.offsets.setdefault(stream, []).append((offset, length))
-        self.open[stream] = is_open
-        self.entries += 1
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def _sync_dir(d: Path) -> None:
@@ -252,357 +150,299 @@ def _sync_dir(d: Path) -> None:
         os.close(fd)
 
 
-def _create(path: Path, flags: int, exclusive: bool = False) -> Tuple[int, bool]:
-    """Opens ``path``, creating it owner-only (an existing file keeps its mode): the file
-    and whether this call created it. ``exclusive``: an existing file is an error."""
-    try:
-        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, FILE_MODE)
-    except FileExistsError:
-        if exclusive:
-            raise
-        return os.open(path, flags), False
-    try:
-        os.fchmod(fd, FILE_MODE)  # the umask may have taken bits the owner needs
-    except OSError:
-        os.close(fd)
-        raise
-    return fd, True
-
-
-def _make_dir(d: Path) -> None:
-    """Creates the journal directory owner-only (its parents as the umask says)."""
-    d.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        d.mkdir(DIR_MODE)
-    except FileExistsError:
-        return  # someone else made it: their mode stands
-    os.chmod(d, DIR_MODE)
-    _sync_dir(d.parent if str(d.parent) else Path("."))
-
-
-def _check_format(d: Path) -> None:
-    """Checks ``journal.format`` under the lock, or writes it for a new journal (no
-    journal.jsonl yet). A journal made before versions (journal.jsonl and no format file)
-    is version 1 and is left as it is."""
-    path = d / FORMAT_FILE
-    if _check_existing_format(d) or (d / JOURNAL_FILE).exists():
-        return
-    # Written whole under a temporary name, then renamed: a crash never leaves a partial
-    # format file. The directory sync after journal.jsonl's creation makes both durable.
-    tmp = d / (FORMAT_FILE + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
-    try:
-        os.fchmod(fd, FILE_MODE)
-        _write_all(fd, _Format.call("format-file-text").encode("utf-8"))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def _check_existing_format(d: Path) -> bool:
-    """Checks ``journal.format`` if there is one (:class:`UnknownFormat` for a newer or
-    unknown version); returns whether there was one."""
-    try:
-        text = (d / FORMAT_FILE).read_bytes().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return False
-    _Format.call("check-format-file", text)
-    return True
-
-
-def lock_wait() -> Tuple[int, int]:
-    """How long opening a file journal waits by default for another writer's lock, and
-    how often it tries again (ms): the journal format's."""
-    wait, poll = _Format.call("lock-wait")
-    return int(wait), int(poll)
-
-
-def _lock(d: Path, wait_ms: int) -> int:
-    """Takes ``d``'s lock, trying again for up to ``wait_ms`` while another writer holds it."""
-    fd, _ = _create(d / LOCK_FILE, os.O_RDWR)
-    _, poll_ms = lock_wait()
-    deadline = time.monotonic() + wait_ms / 1000
-    while True:
+def _make_dirs(d: Path) -> None:
+    """Creates ``d`` and its missing parents owner-only, whatever the umask."""
+    missing = []
+    while not d.is_dir():
+        missing.append(d)
+        d = d.parent
+    for m in reversed(missing):
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return fd
-        except OSError as e:
-            held = e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
-            if held and time.monotonic() < deadline:
-                time.sleep(poll_ms / 1000)
-                continue
-            os.close(fd)
-            if held:
-                raise Locked(d, wait_ms) from None
-            raise JournalIOError(str(e)) from None
+            m.mkdir(DIR_MODE)
+        except FileExistsError:
+            continue  # made by another opener: its mode stands
+        os.chmod(m, DIR_MODE)
+        _sync_dir(m.parent)
 
 
-def validate_append(entries: Sequence[str], stream: str, expected_len: int, is_open: bool) -> List[str]:
-    """The journal format's check of an append batch (every backend runs it): entry i is one
-    line whose ``stream``, ``seq`` and ``open`` are ``stream``, ``expected_len + i`` and
-    ``is_open``; else :class:`InvalidEntry` with the format's text."""
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, str):
-            # The component's list<string> cannot carry it; its wording for the rest.
-            raise InvalidEntry(
-                f"invalid journal entry: entry {i} of the batch (seq {expected_len + i}): "
-                "is not a string"
-            )
-    batch = list(entries)
-    _Format.call("validate-append", batch, stream, expected_len, is_open)
-    return batch
-
-
-_Method = TypeVar("_Method", bound=Callable[..., object])
-
-
-def _locked(method: _Method) -> _Method:
-    @functools.wraps(method)
-    def locked(self: Any, *args: object) -> object:
-        with self._mutex:
-            return method(self, *args)
-
-    return cast(_Method, locked)  # the same signature: it only takes the lock
-
-
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes, offset: int) -> None:
     view = memoryview(data)
     while view:
-        n = os.write(fd, view)
-        view = view[n:]
+        n = os.pwrite(fd, view, offset)
+        view, offset = view[n:], offset + n
 
 
-class FileJournal:
-    """An open, locked journal directory (see the module documentation)."""
+class _Open:
+    def __init__(self, fd: int, length: int):
+        self.fd = fd
+        self.len = length
+        self.synced = length
 
-    def __init__(self, directory: Path, fd: int, lock_fd: int, length: int, index: _Index):
-        # Reentrant: an empty durable append syncs under the same lock.
-        self._mutex = threading.RLock()
+
+class FileJournal(Storage):
+    """One journal folder, locked for as long as it is open. The gate instances of a
+    process share one: each call holds its lock, and an append at a stale length is
+    ``conflict``."""
+
+    def __init__(self, directory: Path, lock_fd: int):
         self.dir = directory
-        self._fd: Optional[int] = fd
+        self.name = str(directory)
         self._lock_fd: Optional[int] = lock_fd
-        self._len = length
-        self._index = index
-        self._pending = False
-        self.fsyncs = 0
+        self._mutex = threading.Lock()
+        self._files: Dict[str, _Open] = {}
         self._poisoned: Optional[str] = None
+        self.fsyncs = 0
 
     @classmethod
     def open(cls, directory: Union[str, "os.PathLike[str]"],
              lock_wait_ms: Optional[int] = None) -> "FileJournal":
-        """Opens (creating if needed) the journal in ``directory`` and takes its lock,
-        waiting up to ``lock_wait_ms`` while another writer holds it (default: the journal
-        format's, 5 s; 0: not at all). Raises :class:`Locked`, :class:`TornTail` or
-        :class:`Corrupt`."""
+        """The folder (created owner-only, with missing parents), locked: waits up to
+        ``lock_wait_ms`` (default 5 s; 0: not at all) for another writer's lock, then
+        raises :class:`Locked`."""
         d = Path(directory)
-        wait_ms = lock_wait()[0] if lock_wait_ms is None else lock_wait_ms
+        wait_ms = LOCK_WAIT_MS if lock_wait_ms is None else lock_wait_ms
         try:
-            if not d.is_dir():
-                _make_dir(d)
-            lock_fd = _lock(d, wait_ms)
+            _make_dirs(d)
+            fd = os.open(d / LOCK_FILE, os.O_RDWR | os.O_CREAT, FILE_MODE)
         except OSError as e:
-            raise JournalIOError(str(e)) from None
-        try:
-            _check_format(d)
-            path = d / JOURNAL_FILE
-            fd, created = _create(path, os.O_RDWR | os.O_APPEND)
+            raise JournalIOError(f"journal I/O error: {e}") from None
+        deadline = time.monotonic() + wait_ms / 1000
+        while True:
             try:
-                if created:
-                    _sync_dir(d)  # a new file: make its existence durable once
-                index, length = _scan(fd)
-            except BaseException:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return cls(d, fd)
+            except OSError as e:
+                held = e.errno in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES)
+                if held and time.monotonic() < deadline:
+                    time.sleep(LOCK_POLL_MS / 1000)
+                    continue
                 os.close(fd)
-                raise
-        except OSError as e:
-            os.close(lock_fd)
-            raise JournalIOError(str(e)) from None
-        except BaseException:
-            os.close(lock_fd)
-            raise
-        return cls(d, fd, lock_fd, length, index)
+                if held:
+                    raise Locked(d, wait_ms) from None
+                raise JournalIOError(f"journal I/O error: {e}") from None
 
-    @_locked
+    @staticmethod
+    def repair(directory: Union[str, "os.PathLike[str]"]) -> RepairReport:
+        """Saves a torn tail to ``journal.torn-<offset>`` (never overwriting) and cuts the
+        journal to its last whole line (the component's ``journal-admin.repair``). Takes the
+        folder's lock (:class:`Locked` if held)."""
+        from .gate import repair
+
+        with FileJournal.open(directory, 0) as files:
+            report = repair(files)
+        saved = getattr(report, "saved-to")
+        return RepairReport(getattr(report, "torn-offset"), getattr(report, "torn-bytes"),
+                            None if saved is None else Path(directory) / saved)
+
     def close(self) -> None:
-        """Closes the file and releases the lock (as a process exit would)."""
-        for attr in ("_fd", "_lock_fd"):
-            fd = getattr(self, attr)
-            if fd is not None:
-                setattr(self, attr, None)
-                os.close(fd)
+        """Closes the files and lets the lock go (as a process exit would)."""
+        with self._mutex:
+            for o in self._files.values():
+                os.close(o.fd)
+            self._files.clear()
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     @property
     def closed(self) -> bool:
-        return self._fd is None
+        return self._lock_fd is None
 
     def __del__(self) -> None:
         try:
             self.close()
-        except Exception:  # noqa: BLE001 - a finalizer must not raise; close() is best effort here
+        except Exception:  # noqa: BLE001 - a finalizer must not raise
             pass
 
-    def _file(self) -> int:
-        if self._fd is None:
-            raise JournalIOError(f"journal {self.dir} is closed")
-        return self._fd
+    # -- the storage calls
 
-    def _check_poisoned(self) -> None:
-        if self._poisoned is not None:
-            raise JournalIOError(
-                f"journal {self.dir} refuses writes after an earlier failure "
-                f"({self._poisoned}); reopen it"
-            )
+    def _io(self, what: str, name: str, e: object) -> StorageError:
+        return StorageError("io", f"cannot {what} {name} in {self.dir}: {e}")
 
-    @_locked
-    def append(
-        self, stream: str, expected_len: int, entries: Sequence[str], durable: bool, is_open: bool
-    ) -> None:
-        """Compare-and-append; one write, then one fdatasync when ``durable`` (which also
-        makes every earlier append durable). On failure nothing of the append stays."""
-        self._check_poisoned()
-        fd = self._file()
-        actual = self._index.length(stream)
-        if actual != expected_len:
-            raise Conflict(actual)
-        if not entries:
-            if durable:
-                self.sync()
-            return
-        entries = validate_append(entries, stream, expected_len, is_open)
-        parts = [entry.encode("utf-8") for entry in entries]
-        batch = b"\n".join(parts) + b"\n"
-        start = self._len
-        try:
-            _write_all(fd, batch)
-        except OSError as e:
-            self._roll_back(start)
-            raise JournalIOError(str(e)) from None
-        if durable:
-            self.fsyncs += 1
+    def _path(self, name: str) -> Path:
+        if self._lock_fd is None:
+            raise StorageError("io", f"journal {self.dir} is closed")
+        if not name or "/" in name or name in (".", ".."):
+            raise StorageError("io", f"{name!r} is not a file name of a journal folder")
+        return self.dir / name
+
+    def _opened(self, name: str, create: bool = False) -> Optional[_Open]:
+        o = self._files.get(name)
+        if o is None:
+            path = self._path(name)
             try:
-                os.fdatasync(fd)
-            except OSError as e:
-                # After a failed fdatasync the kernel may have dropped dirty pages.
-                self._roll_back(start)
-                self._poisoned = self._poisoned or f"fdatasync failed: {e}"
-                raise JournalIOError(str(e)) from None
-            self._pending = False
-        else:
-            self._pending = True
-        offset = start
-        for raw in parts:
-            self._index.push(stream, offset, len(raw), is_open)
-            offset += len(raw) + 1
-        self._len = offset
-
-    @_locked
-    def read(self, stream: str, start: int) -> List[str]:
-        offsets = self._index.offsets.get(stream)
-        if not offsets:
-            return []
-        fd = self._file()
-        out = []
-        for offset, length in offsets[start:]:
-            try:
-                raw = os.pread(fd, length, offset)
-            except OSError as e:
-                raise JournalIOError(str(e)) from None
-            if len(raw) != length:
-                raise JournalIOError(f"{JOURNAL_FILE} shrank under the journal at byte {offset}")
-            try:
-                out.append(raw.decode("utf-8"))
-            except UnicodeDecodeError as e:
-                raise JournalIOError(
-                    f"{JOURNAL_FILE} changed under the journal: entry at byte offset "
-                    f"{offset} is no longer UTF-8: {e}"
-                ) from None
-        return out
-
-    @_locked
-    def length(self, stream: str) -> int:
-        return self._index.length(stream)
-
-    @_locked
-    def open_streams(self) -> List[str]:
-        return [s for s, is_open in self._index.open.items() if is_open]
-
-    @_locked
-    def streams(self) -> List[str]:
-        return list(self._index.offsets)
-
-    @_locked
-    def sync(self) -> None:
-        self._check_poisoned()
-        if not self._pending:
-            return
-        self.fsyncs += 1
-        try:
-            os.fdatasync(self._file())
-        except OSError as e:
-            self._poisoned = self._poisoned or f"fdatasync failed: {e}"
-            raise JournalIOError(str(e)) from None
-        self._pending = False
-
-    def _roll_back(self, length: int) -> None:
-        try:
-            os.ftruncate(self._file(), length)
-        except OSError as e:
-            self._poisoned = self._poisoned or (
-                f"could not truncate {JOURNAL_FILE} back to {length} bytes after a failed "
-                f"append: {e}"
-            )
-
-    @staticmethod
-    def repair(directory: Union[str, "os.PathLike[str]"]) -> RepairReport:
-        """Saves a torn tail to ``journal.torn-<offset>`` (never overwriting) and truncates
-        the journal to its last complete line. Takes the lock (:class:`Locked` if held)."""
-        d = Path(directory)
-        lock_fd = _lock(d, 0)
-        try:
-            # A journal of a newer format may not even be lines: never cut it by these rules.
-            _check_existing_format(d)
-            path = d / JOURNAL_FILE
-            try:
-                data = path.read_bytes()
+                fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), FILE_MODE)
             except FileNotFoundError:
-                return RepairReport(None, 0, None)
-            keep = _Format.call("complete-prefix", data.decode("latin-1"))
-            if keep == len(data):
-                return RepairReport(None, 0, None)
-            torn = data[keep:]
-            attempt = 0
-            while True:
-                side = d / _Format.call("torn-file-name", keep, attempt)
-                try:
-                    sfd, _ = _create(side, os.O_WRONLY, exclusive=True)
-                    break
-                except FileExistsError:
-                    attempt += 1
+                return None
+            except OSError as e:
+                raise self._io("open", name, e) from None
             try:
-                _write_all(sfd, torn)
-                os.fsync(sfd)
-            finally:
-                os.close(sfd)
-            _sync_dir(d)
-            fd = os.open(path, os.O_RDWR)
-            try:
-                os.ftruncate(fd, keep)
-                os.fsync(fd)
-            finally:
+                if create:
+                    _sync_dir(self.dir)
+                o = self._files[name] = _Open(fd, os.fstat(fd).st_size)
+            except OSError as e:
                 os.close(fd)
-            return RepairReport(keep, len(torn), side)
-        finally:
-            os.close(lock_fd)
+                raise self._io("open", name, e) from None
+        return o
+
+    def _refuse_if_poisoned(self) -> None:
+        if self._poisoned is not None:
+            raise StorageError("io", f"journal {self.dir} refuses writes after an earlier failure "
+                                     f"({self._poisoned}); reopen it")
+
+    def file_size(self, name: str) -> Optional[int]:
+        with self._mutex:
+            o = self._opened(name)
+            return None if o is None else o.len
+
+    def file_read(self, name: str, offset: int, length: int) -> bytes:
+        with self._mutex:
+            o = self._opened(name)
+            if o is None:
+                raise StorageError("io", f"cannot read {name} in {self.dir}: no such file")
+            fd, n = o.fd, max(0, min(o.len, offset + length) - offset)
+            try:
+                return os.pread(fd, n, offset) if n else b""
+            except OSError as e:
+                raise self._io("read", name, e) from None
+
+    def file_append(self, name: str, at: int, data: bytes) -> None:
+        with self._mutex:
+            self._refuse_if_poisoned()
+            o = self._opened(name, create=True)
+            assert o is not None
+            if o.len != at:
+                raise StorageError("conflict", o.len)
+            try:
+                _write_all(o.fd, data, at)
+            except OSError as e:
+                try:  # nothing of a failed append may stay visible
+                    os.ftruncate(o.fd, at)
+                except OSError as cut:
+                    self._poisoned = f"could not cut {name} back to {at} bytes: {cut}"
+                raise self._io("append to", name, e) from None
+            o.len = at + len(data)
+
+    def file_sync(self, name: str) -> None:
+        with self._mutex:
+            self._refuse_if_poisoned()
+            o = self._opened(name)
+            if o is None or o.synced >= o.len:
+                return
+            fd, end = o.fd, o.len
+        # Outside the lock: other threads append meanwhile; the next sync covers them.
+        try:
+            os.fdatasync(fd)
+        except OSError as e:
+            with self._mutex:
+                # The kernel may have dropped dirty pages: cut back to the last good sync.
+                self._poisoned = self._poisoned or f"fdatasync failed: {e}"
+                try:
+                    os.ftruncate(fd, o.synced)
+                    o.len = o.synced
+                except OSError:
+                    pass
+            raise self._io("sync", name, e) from None
+        with self._mutex:
+            self.fsyncs += 1
+            o.synced = max(o.synced, end)
+
+    def file_truncate(self, name: str, length: int) -> None:
+        with self._mutex:
+            o = self._opened(name)
+            if o is None:
+                raise StorageError("io", f"cannot truncate {name} in {self.dir}: no such file")
+            try:
+                os.ftruncate(o.fd, length)
+                os.fsync(o.fd)
+            except OSError as e:
+                raise self._io("truncate", name, e) from None
+            o.len = length
+            o.synced = min(o.synced, length)
+
+    def file_replace(self, name: str, data: bytes) -> None:
+        with self._mutex:
+            path, tmp = self._path(name), self._path(name + ".tmp")
+            try:
+                fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, FILE_MODE)
+                try:
+                    os.fchmod(fd, FILE_MODE)
+                    _write_all(fd, data, 0)
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, path)
+                _sync_dir(self.dir)
+            except OSError as e:
+                raise self._io("write", name, e) from None
+            old = self._files.pop(name, None)  # the open handle is the old file's
+            if old is not None:
+                os.close(old.fd)
+
+    def file_create(self, name: str, data: bytes) -> bool:
+        with self._mutex:
+            path = self._path(name)
+            try:
+                fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            except FileExistsError:
+                return False
+            except OSError as e:
+                raise self._io("create", name, e) from None
+            try:
+                os.fchmod(fd, FILE_MODE)  # the umask may have taken bits the owner needs
+                _write_all(fd, data, 0)
+                os.fsync(fd)
+                _sync_dir(self.dir)
+            except OSError as e:
+                os.close(fd)
+                raise self._io("create", name, e) from None
+            self._files[name] = _Open(fd, len(data))
+            return True
 
 
-def _scan(fd: int) -> Tuple[_Index, int]:
-    size = os.fstat(fd).st_size
-    data = os.pread(fd, size, 0) if size else b""
-    index = _Index()
-    if data:
-        # One char per byte: the component's transport for bytes that need not be UTF-8.
-        found = _Format.call("scan", data.decode("latin-1"))
-        streams, p = found.streams, found.places
-        for i in range(0, len(p), 4):
-            index.push(streams[p[i + 2]], p[i], p[i + 1], p[i + 3] == 1)
-    return index, len(data)
+class MemoryJournal(Storage):
+    """A file journal in memory (tests; checks that keep nothing): the same calls over
+    buffers, shared by every gate instance given it."""
+
+    def __init__(self) -> None:
+        self.name = "memory"
+        self.files: Dict[str, bytearray] = {}
+        self._mutex = threading.Lock()
+
+    def file_size(self, name: str) -> Optional[int]:
+        with self._mutex:
+            f = self.files.get(name)
+            return None if f is None else len(f)
+
+    def file_read(self, name: str, offset: int, length: int) -> bytes:
+        with self._mutex:
+            if name not in self.files:
+                raise StorageError("io", f"cannot read {name}: no such file")
+            return bytes(self.files[name][offset:offset + length])
+
+    def file_append(self, name: str, at: int, data: bytes) -> None:
+        with self._mutex:
+            f = self.files.setdefault(name, bytearray())
+            if len(f) != at:
+                raise StorageError("conflict", len(f))
+            f += data
+
+    def file_sync(self, name: str) -> None:
+        pass
+
+    def file_truncate(self, name: str, length: int) -> None:
+        with self._mutex:
+            if name not in self.files:
+                raise StorageError("io", f"cannot truncate {name}: no such file")
+            del self.files[name][length:]
+
+    def file_replace(self, name: str, data: bytes) -> None:
+        with self._mutex:
+            self.files[name] = bytearray(data)
+
+    def file_create(self, name: str, data: bytes) -> bool:
+        with self._mutex:
+            if name in self.files:
+                return False
+            self.files[name] = bytearray(data)
+            return True

@@ -27,11 +27,10 @@ import json
 import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._toolgate import tool_map
 from .decorator import RecoveryReport
 from .errors import GateError, InterlockError, MissingExtra
 from .gate import ClaimWait, Clock, canonical_json
-from .tools import ToolAnswer, ToolGate, ToolResult
+from .tools import ToolGate, ToolResult
 
 try:
     from langchain_core.tools import BaseTool, StructuredTool
@@ -39,18 +38,18 @@ except ImportError as e:  # pragma: no cover - the extra is missing
     raise MissingExtra("interlock.langchain_tools", "langchain", str(e)) from e
 
 
-def _answer_of(value: Any) -> ToolAnswer:
-    # A tool's answer as the mapping reads answers: a str that is JSON is that JSON (as an
-    # MCP text result is read), any other value its own JSON.
+def _answer_of(value: Any) -> str:
+    # A tool's answer as JSON text: a str that is JSON is that JSON (as an MCP text result
+    # is read), a ToolMessage its content, any other value its own JSON.
     if isinstance(value, str):
         try:
-            return ToolAnswer(False, canonical_json(json.loads(value)))
+            return canonical_json(json.loads(value))
         except ValueError:
             pass
     content = getattr(value, "content", None)  # a ToolMessage (a tool invoked with a ToolCall)
     if content is not None and not isinstance(value, (dict, list)):
         return _answer_of(content)
-    return ToolAnswer(False, canonical_json(value))
+    return canonical_json(value)
 
 
 class ProtectedTools(List[BaseTool]):
@@ -61,18 +60,18 @@ class ProtectedTools(List[BaseTool]):
     def __init__(self, originals: Sequence[BaseTool], gate: ToolGate):
         self.originals: Dict[str, BaseTool] = {t.name: t for t in originals}
         self.gate = gate
-        gate.map.check_tools(gate.config, list(self.originals))
+        gate.check_tools(list(self.originals))
         super().__init__(self._wrap(t) if gate.is_gated(t.name) else t for t in originals)
 
     # -- calling the original tools (the gate's steps, and pass-through)
 
-    def _call(self, tool: str, arguments: Dict[str, Any]) -> ToolAnswer:
+    def _call(self, tool: str, arguments: Dict[str, Any]) -> str:
         t = self.originals.get(tool)
         if t is None:
             raise InterlockError(f"no tool named {tool!r} was given")
         return _answer_of(t.invoke(arguments))
 
-    async def _acall(self, tool: str, arguments: Dict[str, Any]) -> ToolAnswer:
+    async def _acall(self, tool: str, arguments: Dict[str, Any]) -> str:
         t = self.originals.get(tool)
         if t is None:
             raise InterlockError(f"no tool named {tool!r} was given")
@@ -124,25 +123,9 @@ class ProtectedTools(List[BaseTool]):
         component maps the call, with the premises read now as what the approver saw).
         The call then runs under it when the tool's authority (or ``protect_tools``'s) is
         ``{"approval": approval}``. Returns the approved proposal."""
-        m, config = self.gate.map, self.gate.config
-        args = canonical_json(dict(arguments))
-        pc = m.premise_call(config, tool, args)
-        answer = None
-        if pc is not None:
-            got = self._call(pc.tool, json.loads(pc.arguments))
-            if got.is_error:
-                raise InterlockError(f"the premise tool {pc.tool} answered an error: {got.value}")
-            answer = got.value
-        proposal = json.loads(m.proposal(config, tool, args, answer, self.gate.agent,
-                                         canonical_json({"approval": approval})))
-        a: Dict[str, Any] = {"approval": approval, "approver": approver,
-                             "request": {"key": proposal.get("key"), "effect": proposal["effect"]},
-                             "premises_seen": proposal.get("premises", {})}
-        if a["request"]["key"] is None:
-            del a["request"]["key"]
-        if expires_at_ms is not None:
-            a["expires_at_ms"] = int(expires_at_ms)
-        self.gate.host().approve(canonical_json(a))
+        proposal = self.gate.proposal(tool, arguments, self._call)
+        self.gate.approve(approval, approver, proposal, expires_at_ms)
+        proposal["authority"] = {"approval": approval}
         return proposal
 
     def revoke_approval(self, approval: str) -> None:
@@ -181,10 +164,8 @@ def protect_tools(tools: Iterable[BaseTool], config: Union[str, Mapping[str, Any
     the tool's tier. Call :meth:`ProtectedTools.recover` once at startup."""
     tools = list(tools)
     # A gated tool not given is refused before the journal is opened (nothing created).
-    text = config if isinstance(config, str) else canonical_json(dict(config))
-    tool_map().check_tools(text, [t.name for t in tools])
     gate = ToolGate(config, journal=journal, agent=agent, authority=authority, clock=clock, claim_wait=claim_wait,
-                    strict=strict)
+                    strict=strict, available=[t.name for t in tools])
     try:
         return ProtectedTools(tools, gate)
     except (GateError, InterlockError, TypeError):

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Protocol, Union, runtime_
 from wasmtime.component import Variant
 
 from .clock import SystemClock
-from .decorator import Interlock, Receipt, RecoveryReport, _json_text, _to_json
+from .decorator import Interlock, Receipt, RecoveryReport, _json_text, _report, _to_json
 from .errors import InterlockError, InvalidField, Rejected, SimulatedCrash
 from .gate import (
     AFTER_COMMIT,
@@ -44,9 +44,11 @@ from .gate import (
     failed,
     found,
     not_found,
+    recover_each,
     rejected,
     unknown,
 )
+from .journal import MemoryJournal
 
 #: The premise under which the target's own verdict is recorded: ``[]`` when the agent
 #: decides; at a re-check, what ``validate_premises`` says no longer holds. The gate refuses
@@ -149,7 +151,7 @@ def effect_id_for(proposal: Mapping[str, Any], target: str = "target") -> str:
                                  authority={"lease": "effect-id"}, violations=False))
     with _id_lock:
         if _id_host is None or _id_host.broken:
-            _id_host = GateHost(JournalRef(None), SystemClock())
+            _id_host = GateHost(JournalRef(MemoryJournal()), SystemClock())
         return _id_host.effect_id_of(text)
 
 
@@ -288,10 +290,15 @@ class Gate:
             self._decided[eid] = ours
         crash = AFTER_INTENT if crash_before_effect else AFTER_COMMIT if crash_after_effect else None
         try:
-            o = host.submit(text, _Steps(self), crash=crash)
+            if crash is not None:
+                host.crash_at(crash)
+            o = host.submit(text, _Steps(self))
         except SimulatedCrash:
             self.close()
             raise
+        finally:
+            if crash is not None and not host.broken:
+                host.crash_at(None)
         object.__setattr__(o, "_interlock", self.interlock)
         return o
 
@@ -299,8 +306,8 @@ class Gate:
         """After a crash: resolves every open effect of this target by the gate's recovery
         table (re-checking the lease and the premises before anything is sent again)."""
         wait = self.interlock.claim_wait if claim_wait is None else claim_wait
-        results = self.interlock.host().recover_all(_Steps(self), wait)
-        return self.interlock._report(results)
+        host, steps = self.interlock.host(), _Steps(self)
+        return _report(recover_each(host, lambda e: self.interlock._attach(host.recover(e, steps, wait))))
 
     def approve(self, approval: str, approver: str, proposal: Mapping[str, Any], *,
                 expires_at_ms: Optional[int] = None) -> Dict[str, Any]:

@@ -34,7 +34,7 @@ from typing import Any, AsyncIterator, Dict, List, Optional, Sequence, Tuple
 
 from .clock import FakeClock
 from .errors import InterlockError, InvalidField, InvalidJson, MissingExtra
-from .tools import ToolAnswer, ToolGate, ToolResult
+from .tools import ToolGate, ToolResult
 
 PROG = "interlock mcp-proxy"
 DEFAULT_AGENT = "mcp-proxy"
@@ -83,7 +83,7 @@ def open_gate(a: argparse.Namespace) -> ToolGate:
     except OSError as e:
         raise Usage(f"cannot read the configuration {a.config}: {e.strerror or e}") from None
     return ToolGate(text, journal=a.journal, agent=a.agent,
-                    authority={"lease": a.lease} if a.lease else None, strict=a.strict,
+                    authority={"lease": a.lease} if a.lease else None, strict=a.strict, results="mcp",
                     clock=FakeClock(a.clock_ms) if a.clock_ms is not None else None)
 
 
@@ -120,10 +120,9 @@ class Proxy:
         self.gate = gate
         self.session = session
 
-    async def call_upstream(self, tool: str, arguments: Dict[str, Any]) -> ToolAnswer:
-        """A tool call the gate asked for, read by the component (``mcp-answer``)."""
-        r = await self.session.call_tool(tool, arguments)
-        return self.gate.map.mcp_answer(_dump(r))
+    async def call_upstream(self, tool: str, arguments: Dict[str, Any]) -> str:
+        """A tool call the gate asked for: its ``CallToolResult``, which the component reads."""
+        return _dump(await self.session.call_tool(tool, arguments))
 
     async def recover(self) -> None:
         report = await self.gate.arecover(self.call_upstream)
@@ -171,7 +170,7 @@ async def serve(a: argparse.Namespace, gate: ToolGate) -> None:
     async with upstream(a) as session:
         # Every tool the configuration names must be the upstream's (the component's rule).
         listed = await session.list_tools()
-        gate.map.check_tools(gate.config, [t.name for t in listed.tools])
+        gate.check_tools([t.name for t in listed.tools])
         proxy = Proxy(gate, session)
         # Every open effect is resolved before the first call is served.
         await proxy.recover()

@@ -35,7 +35,7 @@ from .clock import SystemClock
 from .decorator import RecoveryReport
 from .errors import InterlockError, InvalidField
 from .gate import ClaimWait, Clock
-from .tools import Protected, ToolGate, _PremiseFailed
+from .tools import Protected, ToolGate
 
 try:  # an optional extra: pip install 'interlock[openai-agents]'
     from agents import FunctionTool, function_tool
@@ -57,8 +57,8 @@ _CALL_AUTHORITY: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
 
 class _RunGate(ToolGate):
     """A :class:`ToolGate` whose host authority may be the run's: the call in progress's
-    (:data:`_CALL_AUTHORITY`), else the fixed one. ToolGate reads ``self.authority`` when it
-    makes a proposal, so this is the whole of it."""
+    (:data:`_CALL_AUTHORITY`), else the fixed one. ToolGate keeps one session per host
+    authority, read from ``self.authority`` at each call, so this is the whole of it."""
 
     @property
     def authority(self) -> Optional[str]:
@@ -117,29 +117,8 @@ class GatedFunctionTools(Sequence[FunctionTool]):
         premise tool is read). Durable on return; returns the approval as recorded. A call
         that cannot be mapped, or whose premise read fails, is refused (an
         :class:`interlock.InterlockError`), nothing recorded."""
-        gate = self.gate
-        if not gate.is_gated(tool):
-            raise InvalidField(f"/tools/{tool}", "is not gated by the configuration: nothing to approve")
-        args = json.dumps(dict(arguments))
-        # The component maps the call; this only reads the premise tool it names.
-        pc = gate.map.premise_call(gate.config, tool, args)
-        answer = None
-        if pc is not None:
-            got = self.protected._call(pc.tool, json.loads(pc.arguments))
-            if got.is_error:
-                raise _PremiseFailed(f"{pc.tool} answered an error: {got.value}")
-            answer = got.value
-        proposal = json.loads(gate.map.proposal(gate.config, tool, args, answer, gate.agent,
-                                                json.dumps({"approval": approval})))
-        record: Dict[str, Any] = {"approval": approval, "approver": approver,
-                                  "request": {"key": proposal.get("key"), "effect": proposal["effect"]},
-                                  "premises_seen": proposal.get("premises", {})}
-        if record["request"]["key"] is None:
-            del record["request"]["key"]
-        if expires_at_ms is not None:
-            record["expires_at_ms"] = int(expires_at_ms)
-        gate.host().approve(json.dumps(record))
-        return record
+        proposal = self.gate.proposal(tool, arguments, self.protected._call)
+        return self.gate.approve(approval, approver, proposal, expires_at_ms)
 
     def revoke_approval(self, approval: str) -> None:
         """Revokes an approval (durable on return): an effect under it that has not been

@@ -68,11 +68,6 @@ def _claim_live(o: Outcome) -> bool:
     return o.status is State.DISPATCHED and o.reason is Reason.CLAIM_LIVE
 
 
-def _wait_ms(o: Outcome) -> int:
-    # The claim is live until strictly after its deadline (as GateHost.recover waits).
-    return (o.retry_after_ms or 0) + 1
-
-
 @contextmanager
 def _shielded() -> Iterator[None]:
     if activity.in_activity():
@@ -118,25 +113,25 @@ async def _wait_async(ms: int) -> None:
 
 
 def gated_outcome(gate: EffectGate, proposal: Proposal) -> Outcome:
-    """Submits ``proposal`` (the gate recovers the effect if an earlier attempt left it open),
-    waiting out a live claim with heartbeats. Returns the gate's outcome, open or final."""
-    while True:
-        with _shielded():
-            o = gate.submit(proposal)
-        if not _claim_live(o):
-            return o
+    """Submits ``proposal`` (the gate recovers the effect if an earlier attempt left it open);
+    another worker's live claim is waited out by the gate's recovery (``recover-waiting``),
+    heartbeating while it sleeps. Returns the gate's outcome, open or final."""
+    with _shielded():
+        o = gate.submit(proposal)
+    if _claim_live(o):
         _heartbeat(o)
-        _wait_sync(_wait_ms(o))
+        with _shielded():
+            o = gate.recover_effect(o.effect_id, sleep=_wait_sync)
+    return o
 
 
 async def agated_outcome(gate: EffectGate, proposal: Proposal) -> Outcome:
     """:func:`gated_outcome` for ``async def`` effects (``await gate.asubmit``)."""
-    while True:
-        o = await gate.asubmit(proposal)
-        if not _claim_live(o):
-            return o
+    o = await gate.asubmit(proposal)
+    if _claim_live(o):
         _heartbeat(o)
-        await _wait_async(_wait_ms(o))
+        o = await gate.arecover_effect(o.effect_id, sleep=_wait_async)
+    return o
 
 
 def _final(o: Outcome) -> str:

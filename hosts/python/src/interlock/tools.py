@@ -8,10 +8,11 @@
     out = tools["create_refund"](order_id="881", amount_cents=2000)
     out["message"]                                     # what to hand back to the model
 
-``config`` is the original's configuration (ARCHITECTURE.md, "Tool gating"). Which calls
-are effects, and how a call becomes a premise read, a proposal, a send and a lookup, is
-the component's rule (``interlock:gate/tools``); this module only runs the loop every host
-runs around it and calls the tools. Nothing here decides anything.
+``config`` is the original's configuration (ARCHITECTURE.md, "Tool gating"). The loop is
+the component's ``tools`` session (wit/tools.wit): which calls are effects, how a call
+becomes a premise read, a proposal, a send and a lookup, and what the model is told. This
+module only calls the tool it is told with the arguments it is told and hands back what
+came back, or sleeps when told.
 """
 
 from __future__ import annotations
@@ -23,40 +24,36 @@ import logging
 import os
 import threading
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Awaitable, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, Iterator, List, Mapping, Optional, Tuple, Union
 
-from wasmtime.component import Variant
+from wasmtime.component import Record, Variant
 
-from ._toolgate import ToolAnswer, ToolCall, ToolMap, tool_map
 from .clock import SystemClock
-from .decorator import RecoveryReport
+from .decorator import RecoveryReport, _report
 from .errors import GateError, GateTrap, InterlockError, InvalidField, Rejected, SimulatedCrash
 from .gate import (
     ClaimWait,
     Clock,
     GateHost,
     JournalRef,
-    Outcome,
-    Request,
-    applied,
+    arecover_each,
+    arun_machine,
     canonical_json,
     claim_wait_of,
-    failed,
-    found,
-    not_found,
-    rejected,
-    unknown,
+    recover_each,
+    run_machine,
 )
-from .journal import FileJournal
-from .sql_journal import is_url, open_url
+from .journal import MemoryJournal
+from .sql_journal import open_journal
 
-#: A tool call made on the agent's behalf: ``(tool, arguments) -> answer``. It raises
+TOOLS = "tools"
+
+#: A tool call made on the agent's behalf: ``(tool, arguments) -> the answer's JSON text``
+#: (a plain function's value, or an MCP ``CallToolResult``). It raises
 #: :class:`interlock.Rejected` when the tool refused and applied nothing; any other
 #: exception leaves a send's fate unknown.
-Caller = Callable[[str, Dict[str, Any]], ToolAnswer]
-AsyncCaller = Callable[[str, Dict[str, Any]], Awaitable[ToolAnswer]]
-
+Caller = Callable[[str, Dict[str, Any]], str]
+AsyncCaller = Callable[[str, Dict[str, Any]], Awaitable[str]]
 
 
 @dataclass(frozen=True)
@@ -82,27 +79,11 @@ class ToolResult:
         return d
 
 
-class _Host(GateHost):
-    """The gate instance, keeping the raw outcome record each operation ends with (per
-    thread), so the reply to the model quotes the gate's own JSON text."""
+class _Options(Record):
+    """The WIT ``tool-options``."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
-        self.done = threading.local()
-
-    def _keep(self, step: Any) -> Any:
-        if step.ask.tag == "done":
-            self.done.record = step.ask.payload
-        return step
-
-    def submit_step(self, proposal: str) -> Any:
-        return self._keep(super().submit_step(proposal))
-
-    def recover_step(self, effect_id: str) -> Any:
-        return self._keep(super().recover_step(effect_id))
-
-    def resume(self, op: int, reply: Variant) -> Any:
-        return self._keep(super().resume(op, reply))
+    def __init__(self, agent: str, authority: Optional[str], strict: bool, results: str, wait: Any):
+        self.agent, self.authority, self.strict, self.results, self.wait = agent, authority, strict, results, wait
 
 
 def _text(value: Any, at: str) -> str:
@@ -116,66 +97,98 @@ def _why(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}" if not isinstance(e, GateError) else str(e)
 
 
+def _failure(e: Exception) -> Variant:
+    return Variant("refused" if isinstance(e, Rejected) else "failed", _why(e))
+
+
+def _error_of(detail: Dict[str, Any], message: str) -> InterlockError:
+    if detail.get("kind") == "invalid_field":
+        return InvalidField(detail["field"], detail["problem"])
+    if detail.get("kind") == "gate_error":
+        return GateError(detail["message"])
+    return InterlockError(detail.get("message") or message)
+
+
 class ToolGate:
-    """The tool-gating loop on one journal (ARCHITECTURE.md, "Tool gating"), for any way of
-    calling tools: plain functions (:func:`protect`) or an MCP upstream (the proxy).
+    """The tool-gating session on one journal (ARCHITECTURE.md, "Tool gating"), for any
+    way of calling tools: plain functions (:func:`protect`, ``results="plain"``) or an MCP
+    upstream (the proxy, ``results="mcp"``).
 
     ``config``: the configuration (a dict, or its JSON text); a problem raises
     :class:`interlock.InvalidField` at its JSON pointer, nothing opened. ``journal``: a
-    directory or a ``sqlite://``/``postgres://`` URL, else ``config["journal_dir"]``.
-    ``authority``: the host's (``{"lease": name}`` or ``{"approval": id}``), for tools
-    whose configuration names none; a gated tool with neither runs under the agent's
-    standing lease (granted and recorded at first use; announced here, once, on the
-    ``interlock`` logger), or, with ``strict=True``, is refused here, at
-    ``/tools/<tool>/authority``. ``claim_wait``: how recovery waits out a live claim."""
+    directory or a ``sqlite://``/``postgres://`` URL, else the configuration's
+    ``journal_dir`` (default ``.interlock/mcp``). ``authority``: the host's
+    (``{"lease": name}`` or ``{"approval": id}``), for tools whose configuration names
+    none; a gated tool with neither runs under the agent's standing lease (announced here,
+    once, on the ``interlock`` logger), or, with ``strict=True``, is refused here.
+    ``claim_wait``: how recovery waits out a live claim. ``available``: the tools the host
+    has, checked (:meth:`check_tools`) before anything is opened."""
 
     def __init__(self, config: Union[str, Mapping[str, Any]], *,
                  journal: Union[str, "os.PathLike[str]", None] = None, agent: str = "agent",
                  authority: Optional[Mapping[str, Any]] = None, clock: Optional[Clock] = None,
                  claim_wait: Union[bool, ClaimWait] = True, lock_wait_ms: Optional[int] = None,
-                 tools: Optional[ToolMap] = None, strict: bool = False):
-        self.map = tools or tool_map()
+                 strict: bool = False, results: str = "plain", available: Optional[List[str]] = None):
         self.config = config if isinstance(config, str) else _text(dict(config), "")
-        self.gated: List[str] = self.map.check_config(self.config)
-        parsed = json.loads(self.config)  # checked by the component just above
         self.authority = None if authority is None else _text(dict(authority), "/authority")
-        self.strict = strict
-        standing = self.map.check_authority(self.config, self.authority, strict)
-        where = journal if journal is not None else parsed.get("journal_dir")
-        if where is None:
-            raise InvalidField("/journal_dir", "is required when no journal is given")
-        self.agent = agent
+        self.agent, self.strict, self.results = agent, strict, results
         self.claim_wait = claim_wait_of(claim_wait)
         self.clock: Clock = clock or SystemClock()
-        self.journal_name = os.fsdecode(where)
-        opened = open_url(self.journal_name) if is_url(where) else FileJournal.open(Path(where), lock_wait_ms)
-        self._journal = JournalRef(opened)
         self._lock = threading.RLock()
-        self._host: Optional[_Host] = None
-        if standing:
+        self._journal = JournalRef(None)
+        host = GateHost(self._journal, self.clock, lock=self._lock, open=False)
+        started = self._start(host, self.claim_wait)
+        self.gated: List[str] = list(started.gated)
+        if available is not None:  # checked before the journal is opened: nothing created
+            host._call("tools.check-tools", list(available))
+        where = journal if journal is not None else getattr(started, "journal-dir")
+        self.journal_name = os.fsdecode(where)
+        self._journal.replace(open_journal(where, lock_wait_ms))
+        try:
+            host.open_journal()
+        except BaseException:
+            self._journal.close()
+            raise
+        # One instance per host authority (a run may bring its own: openai_agents).
+        self._hosts: Dict[Optional[str], GateHost] = {self.authority: host}
+        if started.standing:
             # Visible, never silent (the gate's words).
-            logging.getLogger("interlock").warning(self.host().standing_notice(agent))
+            logging.getLogger("interlock").warning(host.standing_notice(agent))
+
+    def _start(self, host: GateHost, wait: Any, authority: Optional[str] = None) -> Any:
+        if self.strict:
+            host.set_strict_authority(True)
+        authority = self.authority if authority is None else authority
+        options = _Options(self.agent, authority, self.strict, self.results, host.claim_wait(wait))
+        return host._call("tools.start", self.config, options)
 
     # -- life
 
-    def host(self) -> _Host:
-        """The gate instance (a fresh one after a trap: what is durable stays)."""
+    def host(self) -> GateHost:
+        """The gate instance for the host authority in force (a fresh one after a trap:
+        what is durable stays)."""
+        authority = self.authority
         with self._lock:
             if self._journal.journal is None:
                 raise InterlockError(f"this tool gate was closed; open a new one on {self.journal_name}")
-            if self._host is None or self._host.broken:
-                self._host = _Host(self._journal, self.clock, lock=self._lock)
-                if self.strict:
-                    self._host.set_strict_authority(True)
-            return self._host
+            host = self._hosts.get(authority)
+            if host is None or host.broken:
+                host = self._hosts[authority] = GateHost(self._journal, self.clock, lock=self._lock)
+                self._start(host, self.claim_wait, authority)
+            return host
 
     def close(self) -> None:
         with self._lock:
             self._journal.close()
-            self._host = None
+            self._hosts.clear()
 
     def is_gated(self, tool: str) -> bool:
         return tool in self.gated
+
+    def check_tools(self, available: List[str]) -> None:
+        """Every tool the configuration names (gated, premise, lookup) is in ``available``;
+        else :class:`interlock.InvalidField` at its pointer."""
+        self.host()._call("tools.check-tools", list(available))
 
     # -- authority (the journal is held open: grant and revoke through it)
 
@@ -186,251 +199,138 @@ class ToolGate:
     def revoke_lease(self, name: str) -> None:
         self.host().revoke_lease(name)
 
+    def approve(self, approval: str, approver: str, proposal: Mapping[str, Any],
+                expires_at_ms: Optional[int] = None) -> Dict[str, Any]:
+        """Records ``approver``'s approval of exactly ``proposal``'s request (its key and
+        effect; :meth:`proposal` makes it), with its premises as what the approver saw.
+        Durable on return; returns the approval as recorded."""
+        a: Dict[str, Any] = {"approval": approval, "approver": approver,
+                             "request": {"key": proposal.get("key"), "effect": proposal["effect"]},
+                             "premises_seen": proposal.get("premises", {})}
+        if a["request"]["key"] is None:
+            del a["request"]["key"]
+        if expires_at_ms is not None:
+            a["expires_at_ms"] = int(expires_at_ms)
+        self.host().approve(canonical_json(a))
+        return a
+
+    def proposal(self, tool: str, arguments: Mapping[str, Any], caller: Caller) -> Dict[str, Any]:
+        """The proposal a call of ``tool`` would submit, recorded nowhere: the call is made
+        on a throwaway instance over a journal in memory, which is told to die once the
+        intent is recorded (before any send); the proposal is read back from that intent.
+        (The ``tools`` interface has no ``propose`` of its own yet.)"""
+        if not self.is_gated(tool):
+            raise InvalidField(f"/tools/{tool}", "is not gated by the configuration: nothing to approve")
+        memory = JournalRef(MemoryJournal())
+        scratch = GateHost(memory, self.clock)
+        ToolGate._start(self, scratch, False)
+        scratch.crash_at("after_intent")
+        first = scratch._call("tools.call", tool, _text(dict(arguments), "/arguments"))
+        refused: Optional[ToolResult] = None
+        try:
+            refused = self._result(run_machine(scratch, TOOLS, first, lambda req: self._answer(req, caller)).payload)
+        except SimulatedCrash:
+            pass
+        # Under an authority this scratch journal lacks the gate refuses, but records the
+        # proposal first; without one it dies as told, once the proposal is recorded.
+        for entry in GateHost(memory, self.clock).entries_in_order():
+            e = json.loads(entry)
+            if e.get("state") == "PROPOSED":
+                return dict(e["proposal"])
+        raise (refused.error if refused is not None and refused.error else
+               InterlockError(refused.message if refused is not None else f"a call of {tool} recorded no proposal"))
+
     # -- the loop
 
-    def _refused(self, tool: str, e: Exception) -> ToolResult:
-        # The same words and error detail as the CLI's proxy.
-        if isinstance(e, _PremiseFailed):
-            message = (f"{tool} was NOT done and nothing was recorded: the facts it rests on could not be "
-                       f"read ({e}). Try again later.")
-            detail: Dict[str, Any] = {"kind": "premise_read_failed", "message": str(e)}
-        else:
-            message = f"{tool} was NOT done and nothing was recorded: {e}. Fix the call and try again."
-            detail = ({"kind": "invalid_field", "field": e.field, "problem": e.problem}
-                      if isinstance(e, InvalidField) else {"kind": "gate_error", "message": str(e)})
-        return ToolResult(False, message, error=e, extra={"error": detail})
+    @staticmethod
+    def _answer(req: Any, caller: Caller) -> Variant:
+        try:
+            return Variant("returned", caller(req.call.tool, json.loads(req.call.arguments)))
+        except SimulatedCrash:
+            raise
+        except Exception as e:  # noqa: BLE001 - the component decides what an error means
+            return _failure(e)
 
-    def _premises(self, tool: str, pc: ToolCall, answer: ToolAnswer) -> str:
-        if answer.is_error:
-            raise _PremiseFailed(f"{pc.tool} answered an error: {answer.value}")
-        return answer.value
+    @staticmethod
+    async def _aanswer(req: Any, caller: AsyncCaller) -> Variant:
+        timeout_ms = getattr(req, "timeout-ms")
+        try:
+            called = caller(req.call.tool, json.loads(req.call.arguments))
+            text = await (asyncio.wait_for(called, timeout_ms / 1000) if timeout_ms is not None else called)
+            return Variant("returned", text)
+        except SimulatedCrash:
+            raise
+        except Exception as e:  # noqa: BLE001 - a timeout, a lost connection: the component decides
+            return _failure(e)
 
-    def _finish(self, tool: str, o: Outcome) -> ToolResult:
-        rep = self.map.reply(tool, self.host().done.record)
-        outcome = json.loads(rep.outcome)
-        return ToolResult(not rep.is_error, rep.message, outcome, outcome.get("result"))
+    @staticmethod
+    def _result(done: Any) -> ToolResult:
+        reply = done.reply
+        outcome = json.loads(reply.outcome)
+        if done.outcome is None:  # refused before the gate was asked: nothing recorded
+            detail = outcome.get("error", {})
+            return ToolResult(False, reply.message, error=_error_of(detail, reply.message), extra={"error": detail})
+        return ToolResult(not getattr(reply, "is-error"), reply.message, outcome, outcome.get("result"))
 
     def call(self, tool: str, arguments: Mapping[str, Any], caller: Caller) -> ToolResult:
         """One gated call: the premise read, the proposal, the gate's steps (every tool
-        called through ``caller``), then the reply. A call that cannot be mapped, or
-        whose premise read fails, is refused before anything is recorded."""
-        try:
-            args = _text(dict(arguments), "/arguments")
-            pc = self.map.premise_call(self.config, tool, args)
-            answer = None
-            if pc is not None:
-                try:
-                    got = caller(pc.tool, json.loads(pc.arguments))
-                except Exception as e:  # noqa: BLE001 - the model is told; nothing recorded
-                    raise _PremiseFailed(f"{pc.tool} failed: {_why(e)}") from e
-                answer = self._premises(tool, pc, got)
-            proposal = self.map.proposal(self.config, tool, args, answer, self.agent, self.authority)
-        except (GateError, _PremiseFailed) as e:
-            return self._refused(tool, e)
-        # The outcome's record is kept per thread: this thread's, read right after.
-        try:
-            o = self.host().submit(proposal, _Targets(self, caller))
-        except InvalidField as e:
-            return self._refused(tool, e)  # the gate refused the input: nothing recorded
-        return self._finish(tool, o)
+        called through ``caller``), then the reply for the model."""
+        host = self.host()
+        first = host._call("tools.call", tool, _text(dict(arguments), "/arguments"))
+        return self._result(run_machine(host, TOOLS, first, lambda req: self._answer(req, caller)).payload)
 
     async def acall(self, tool: str, arguments: Mapping[str, Any], caller: AsyncCaller) -> ToolResult:
         """:meth:`call` with an async caller (the MCP proxy; ``protect()`` of async tools).
         A send waits at most the effect's ``timeout_ms``."""
-        try:
-            args = _text(dict(arguments), "/arguments")
-            pc = self.map.premise_call(self.config, tool, args)
-            answer = None
-            if pc is not None:
-                try:
-                    got = await caller(pc.tool, json.loads(pc.arguments))
-                except Exception as e:  # noqa: BLE001 - the model is told; nothing recorded
-                    raise _PremiseFailed(f"{pc.tool} failed: {_why(e)}") from e
-                answer = self._premises(tool, pc, got)
-            proposal = self.map.proposal(self.config, tool, args, answer, self.agent, self.authority)
-        except (GateError, _PremiseFailed) as e:
-            return self._refused(tool, e)
-        # No await between the operation's last step and reading its record: the record
-        # read is this operation's.
-        try:
-            o = await self.host().asubmit(proposal, _AsyncTargets(self, caller))
-        except InvalidField as e:
-            return self._refused(tool, e)  # the gate refused the input: nothing recorded
-        return self._finish(tool, o)
+        host = self.host()
+        first = host._call("tools.call", tool, _text(dict(arguments), "/arguments"))
+        last = await arun_machine(host, TOOLS, first, lambda req: self._aanswer(req, caller))
+        return self._result(last.payload)
+
+    def _recovering(self, claim_wait: Optional[Union[bool, ClaimWait]]) -> Tuple[GateHost, bool]:
+        host = self.host()
+        other = claim_wait is not None and claim_wait_of(claim_wait) != self.claim_wait
+        if other:
+            self._start(host, claim_wait)
+        return host, other
+
+    def _outcome(self, done: Any) -> Any:
+        from .gate import to_outcome
+
+        return to_outcome(done.outcome) if done.outcome is not None else self._result(done).error
 
     def recover(self, caller: Caller, claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
         """Resolves every open effect of a gated tool (waiting out live claims); effects of
         other targets stay open, untouched."""
-        wait = self.claim_wait if claim_wait is None else claim_wait
-        return _report(self.host().recover_all(_Targets(self, caller), wait))
+        host, other = self._recovering(claim_wait)
+
+        def one(effect_id: str) -> Any:
+            first = host._call("tools.recover", effect_id)
+            return self._outcome(run_machine(host, TOOLS, first, lambda req: self._answer(req, caller)).payload)
+
+        try:
+            return _report(recover_each(host, one))
+        finally:
+            if other and not host.broken:
+                self._start(host, self.claim_wait)
 
     async def arecover(self, caller: AsyncCaller,
                        claim_wait: Optional[Union[bool, ClaimWait]] = None) -> RecoveryReport:
-        wait = self.claim_wait if claim_wait is None else claim_wait
-        return _report(await self.host().arecover_all(_AsyncTargets(self, caller), wait))
+        host, other = self._recovering(claim_wait)
 
+        async def one(effect_id: str) -> Any:
+            first = host._call("tools.recover", effect_id)
+            last = await arun_machine(host, TOOLS, first, lambda req: self._aanswer(req, caller))
+            return self._outcome(last.payload)
 
-class _PremiseFailed(InterlockError):
-    """The premise read failed: nothing was recorded."""
-
-
-def _report(results: Sequence[Tuple[str, Any]]) -> RecoveryReport:
-    outcomes = [r for _, r in results if isinstance(r, Outcome)]
-    errors = {e: r for e, r in results if not isinstance(r, Outcome)}
-    return RecoveryReport(outcomes, errors)
-
-
-# ---------------------------------------------------------------- the gate's steps, as tool calls
-
-
-class _Steps:
-    """What each step means as tool calls; the answers' meaning is the component's."""
-
-    def __init__(self, gate: ToolGate):
-        self.gate = gate
-        self.map = gate.map
-        self.config = gate.config
-
-    def routes(self) -> List[str]:
-        return list(self.gate.gated)
-
-    def authorize(self, req: Request) -> Variant:
-        # A tool's authority is a lease or an approval, never a host check.
-        return failed("tool gating installs no host authority check")
-
-    def _premise_call(self, req: Request) -> Union[ToolCall, Variant]:
         try:
-            pc = self.map.premise_call(self.config, req.target, req.effect)
-        except GateError as e:
-            return failed(str(e))
-        return pc if pc is not None else failed(f"{req.target} has no premise tool")
-
-    def _captured(self, req: Request, pc: ToolCall, answer: ToolAnswer) -> Variant:
-        if answer.is_error:
-            return failed(f"the premise tool {pc.tool} answered an error: {answer.value}")
-        try:
-            return Variant("captured", self.map.premises(self.config, req.target, answer.value))
-        except GateError as e:
-            return failed(str(e))
-
-    def _send_call(self, req: Request) -> Union[ToolCall, Variant]:
-        try:
-            return self.map.send_call(self.config, req.target, req.effect, req.idempotency_key or "")
-        except GateError as e:
-            return rejected(str(e))  # nothing was called: definitive
-
-    @staticmethod
-    def _applied(answer: ToolAnswer) -> Variant:
-        # The tool's own error (isError) is its refusal: nothing applied.
-        return rejected(answer.value) if answer.is_error else applied(answer.value)
-
-    @staticmethod
-    def _send_failed(e: BaseException) -> Variant:
-        return rejected(_why(e)) if isinstance(e, Rejected) else unknown(_why(e))
-
-    def _lookup_call(self, req: Request) -> Union[ToolCall, Variant]:
-        try:
-            lc = self.map.lookup_call(self.config, req.target, req.effect_id, req.effect)
-        except GateError as e:
-            return failed(str(e))
-        return lc if lc is not None else failed(f"{req.target} has no lookup tool")
-
-    def _found(self, req: Request, lc: ToolCall, answer: ToolAnswer) -> Variant:
-        if answer.is_error:
-            return failed(f"the lookup tool {lc.tool} answered an error: {answer.value}")
-        try:
-            return found(answer.value) if self.map.found(self.config, req.target, answer.value) else not_found()
-        except GateError as e:
-            return failed(str(e))
-
-
-class _Targets(_Steps):
-    def __init__(self, gate: ToolGate, caller: Caller):
-        super().__init__(gate)
-        self.caller = caller
-
-    def _ask(self, c: ToolCall) -> ToolAnswer:
-        return self.caller(c.tool, json.loads(c.arguments))
-
-    def capture(self, req: Request) -> Variant:
-        pc = self._premise_call(req)
-        if isinstance(pc, Variant):
-            return pc
-        try:
-            answer = self._ask(pc)
-        except Exception as e:  # noqa: BLE001 - a read that could not be made
-            return failed(_why(e))
-        return self._captured(req, pc, answer)
-
-    def apply(self, req: Request) -> Variant:
-        sc = self._send_call(req)
-        if isinstance(sc, Variant):
-            return sc
-        try:
-            answer = self._ask(sc)
-        except SimulatedCrash:
-            raise
-        except Exception as e:  # noqa: BLE001 - the gate decides what an error means
-            return self._send_failed(e)
-        return self._applied(answer)
-
-    def query(self, req: Request) -> Variant:
-        lc = self._lookup_call(req)
-        if isinstance(lc, Variant):
-            return lc
-        try:
-            answer = self._ask(lc)
-        except Exception as e:  # noqa: BLE001 - a lookup that could not be made
-            return failed(_why(e))
-        return self._found(req, lc, answer)
-
-
-class _AsyncTargets(_Steps):
-    def __init__(self, gate: ToolGate, caller: AsyncCaller):
-        super().__init__(gate)
-        self.caller = caller
-
-    async def _ask(self, c: ToolCall) -> ToolAnswer:
-        return await self.caller(c.tool, json.loads(c.arguments))
-
-    async def capture(self, req: Request) -> Variant:
-        pc = self._premise_call(req)
-        if isinstance(pc, Variant):
-            return pc
-        try:
-            answer = await self._ask(pc)
-        except Exception as e:  # noqa: BLE001
-            return failed(_why(e))
-        return self._captured(req, pc, answer)
-
-    async def apply(self, req: Request) -> Variant:
-        sc = self._send_call(req)
-        if isinstance(sc, Variant):
-            return sc
-        # Asked before the send: a gate error here is not a send whose fate is unknown.
-        timeout_ms = self.gate.host().send_timeout_ms(req.effect_id)
-        try:
-            answer = await asyncio.wait_for(self._ask(sc), timeout_ms / 1000)
-        except Exception as e:  # noqa: BLE001 - a timeout, a lost connection: unknown
-            return self._send_failed(e)
-        return self._applied(answer)
-
-    async def query(self, req: Request) -> Variant:
-        lc = self._lookup_call(req)
-        if isinstance(lc, Variant):
-            return lc
-        try:
-            answer = await self._ask(lc)
-        except Exception as e:  # noqa: BLE001
-            return failed(_why(e))
-        return self._found(req, lc, answer)
+            return _report(await arecover_each(host, one))
+        finally:
+            if other and not host.broken:
+                self._start(host, self.claim_wait)
 
 
 # ---------------------------------------------------------------- protect()
-
-
-def _answer_of(value: Any) -> ToolAnswer:
-    return ToolAnswer(False, _text(value, "/result"))
 
 
 class Protected(Mapping[str, Callable[..., Any]]):
@@ -448,7 +348,7 @@ class Protected(Mapping[str, Callable[..., Any]]):
         # A tool the configuration names with no function would be found missing only at a
         # re-check or a recovery, with the effect in flight: refused here (the component's
         # rule, the same in every host).
-        gate.map.check_tools(gate.config, list(self.functions))
+        gate.check_tools(list(self.functions))
         self._wrapped = {name: self._wrap(name) for name in self.functions}
 
     def __getitem__(self, name: str) -> Callable[..., Any]:
@@ -462,7 +362,7 @@ class Protected(Mapping[str, Callable[..., Any]]):
 
     # -- calling the plain functions
 
-    def _call(self, tool: str, arguments: Dict[str, Any]) -> ToolAnswer:
+    def _call(self, tool: str, arguments: Dict[str, Any]) -> str:
         fn = self.functions.get(tool)
         if fn is None:
             raise InterlockError(f"no function was given for the tool {tool!r}")
@@ -471,16 +371,16 @@ class Protected(Mapping[str, Callable[..., Any]]):
             if inspect.iscoroutine(r):
                 r.close()
             raise TypeError(f"{tool} is async: call the protected tools with await")
-        return _answer_of(r)
+        return _text(r, "/result")
 
-    async def _acall(self, tool: str, arguments: Dict[str, Any]) -> ToolAnswer:
+    async def _acall(self, tool: str, arguments: Dict[str, Any]) -> str:
         fn = self.functions.get(tool)
         if fn is None:
             raise InterlockError(f"no function was given for the tool {tool!r}")
         r = fn(**arguments)
         if inspect.isawaitable(r):
             r = await r
-        return _answer_of(r)
+        return _text(r, "/result")
 
     def _wrap(self, name: str) -> Callable[..., Any]:
         fn = self.functions[name]
@@ -552,4 +452,4 @@ def protect(functions: Mapping[str, Callable[..., Any]], config: Union[str, Mapp
         raise
 
 
-__all__ = ["protect", "Protected", "ToolGate", "ToolResult", "ToolAnswer", "ToolCall", "GateTrap"]
+__all__ = ["protect", "Protected", "ToolGate", "ToolResult", "GateTrap"]
