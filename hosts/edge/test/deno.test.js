@@ -1,6 +1,6 @@
 // The package under Deno (the `deno` binary of its npm package): the conformance vectors
 // over Deno's SQLite journal (node:sqlite) and the memory journal, and an app's refund over
-// a sqlite journal file that Node's SqliteJournal then opens and verifies (the same schema
+// a sqlite journal file that Node's SQLite storage then opens and verifies (the same schema
 // and rows in every host).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -48,7 +48,7 @@ test('deno: an app refunds once over a SQLite journal that Node then reads and v
       assert.equal(report.entries, 5);
       assert.equal(node.gate.receipt(r.first.effectId).final, 'COMMITTED');
     } finally {
-      node.journal.close();
+      node.storage.close();
     }
   } finally {
     cleanup(dir);
