@@ -173,7 +173,9 @@ export class Interlock {
      * @param {unknown[]} args
      */
     const start = async (how, overrides, args) => {
-      args.forEach((a, i) => assertJson(a, def.params?.[i] === undefined ? '/effect' : `/effect/${def.params[i]}`));
+      // What JSON would drop or change is refused at its pointer (a missing argument is undefined).
+      if (def.params) def.params.forEach((p, i) => assertJson(args[i], `/effect/${p}`));
+      else assertJson(args[0], '/effect');
       const o = Object.keys(overrides).length ? jsonText(overrides) : undefined;
       return this.#run(this.gate.call('effects', how, def.target, JSON.stringify(args), o));
     };

@@ -6,7 +6,7 @@
 import { Gate, toOutcome } from './gate.js';
 import { gateRoot } from './component.js';
 import { answerOf, withTimeout } from './interlock.js';
-import { jsonText } from './json.js';
+import { jsonText, assertJson } from './json.js';
 import { MemoryJournal } from './journal/memory.js';
 import { SystemClock } from './clock.js';
 import { GateError, InterlockError, gateError, invalidField } from './errors.js';
@@ -138,7 +138,8 @@ export async function protectWith(host, functions, config, options = {}) {
       /** @type {string} */
       let argText;
       try {
-        argText = jsonText(args);
+        assertJson(args); // a value, never JSON text
+        argText = JSON.stringify(args);
       } catch (e) {
         if (!(e instanceof GateError)) throw e;
         return { ok: false, message: `${name} was NOT done and nothing was recorded: ${e.message}. Fix the call and try again.`, outcome: null, result: null, error: e };

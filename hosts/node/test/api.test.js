@@ -6,7 +6,7 @@ import { appendFileSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   Interlock, Payments, FakeClock, MemoryJournal, FileJournal, InvalidJsonError, InvalidFieldError,
-  TooLargeError, JournalFailedError, GateError, TornTailError, JournalError, Rejected,
+  TooLargeError, JournalFailedError, GateError, TornTailError, JournalError, Rejected, StorageError,
 } from '../src/index.js';
 import { tempDir } from './helpers.js';
 
@@ -46,7 +46,7 @@ test('an async effect commits once; the same request replays; another amount is 
   assert.equal(o.state, 'COMMITTED');
   assert.equal(o.executed, 'yes');
   assert.deepEqual(o.result, { refund_id: 're_0001', amount_cents: 2000 });
-  assert.equal(o.effectId, refund.effectId('order_881', 2000));
+  assert.equal(o.effectId, await refund.effectId('order_881', 2000));
   assert.equal(calls[0].idempotencyKey, o.effectId);
   const again = await refund('order_881', 2000);
   assert.equal(again.replayed, true);
@@ -110,11 +110,11 @@ test('a journal failure is the gate error `journal`; nothing is sent', async () 
   await gate.lease('l', { ttlMs: 1000 });
   let sent = 0;
   const fx = gate.effect({ target: 't', lease: 'l' }, async () => { sent++; });
-  const append = journal.append.bind(journal);
-  journal.append = () => { throw new JournalError('io', 'disk full'); };
+  const append = journal.fileAppend.bind(journal);
+  journal.fileAppend = () => { throw new StorageError('io', 'disk full'); };
   await assert.rejects(fx({ n: 1 }), (e) => e instanceof JournalFailedError && e.payload.tag === 'io');
   assert.equal(sent, 0);
-  journal.append = append;
+  journal.fileAppend = append;
   assert.equal((await fx({ n: 1 })).state, 'COMMITTED');
 });
 
@@ -122,10 +122,10 @@ test('a host that throws an Error traps the instance, and it stays trapped', asy
   const journal = new MemoryJournal();
   const gate = await Interlock.withJournal(journal, { clock: new FakeClock(T0) });
   await gate.lease('l', { ttlMs: 1000 });
-  journal.openStreams = () => { throw new TypeError('host bug'); };
+  journal.fileAppend = () => { throw new TypeError('host bug'); };
   let boom;
-  assert.throws(() => gate.openEffects(), (e) => ((boom = e), !(e instanceof GateError)));
-  journal.openStreams = MemoryJournal.prototype.openStreams.bind(journal);
+  await assert.rejects(gate.lease('m', { ttlMs: 1000 }), (e) => ((boom = e), !(e instanceof GateError)));
+  journal.fileAppend = MemoryJournal.prototype.fileAppend.bind(journal);
   assert.throws(() => gate.openEffects(), (e) => e === boom);
 });
 
@@ -141,8 +141,9 @@ test('file journal: the CLI format; a torn tail refuses to open and repair saves
     assert.equal(lines.pop(), '');
     assert.deepEqual(lines.map((l) => JSON.parse(l).seq), [0, 1]);
     appendFileSync(join(dir, 'journal.jsonl'), '{"stream":"x"');
-    await assert.rejects(Interlock.open(dir), (e) => e instanceof TornTailError && e.offset === text.length && e.bytes === 13);
-    const r = FileJournal.repair(dir);
+    await assert.rejects(Interlock.open(dir), (e) => e instanceof TornTailError && e instanceof JournalError
+      && e.message.includes(`byte offset ${text.length} (13 bytes`));
+    const r = await Interlock.repair(dir);
     assert.equal(r.tornOffset, text.length);
     assert.ok(readdirSync(dir).includes(`journal.torn-${text.length}`));
     assert.equal(readFileSync(join(dir, 'journal.jsonl'), 'utf8'), text);

@@ -61,7 +61,7 @@ test('bounds: a premise past its bound at the re-check is REFUSED premise_change
 
 test('bounds: effectId() works and is the id the call gets', async () => {
   const { refund } = await setup();
-  const id = refund.effectId('order_881', 2000);
+  const id = await refund.effectId('order_881', 2000);
   assert.match(id, /^[0-9a-f]{32}$/);
   const o = await refund('order_881', 2000);
   assert.equal(o.state, 'COMMITTED');

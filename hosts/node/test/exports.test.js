@@ -2,7 +2,7 @@
 // tests check against the declarations: no export undeclared, no declaration without code.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { NODE_EXPORTS, BROWSER_EXPORTS } from './types/exports.js';
+import { NODE_EXPORTS, BROWSER_EXPORTS, CORE_EXPORTS } from './types/exports.js';
 
 test('the Node entry exports exactly the declared names', async () => {
   assert.deepEqual(Object.keys(await import('../src/index.js')).sort(), [...NODE_EXPORTS].sort());
@@ -10,6 +10,10 @@ test('the Node entry exports exactly the declared names', async () => {
 
 test('the browser entry exports exactly the declared names', async () => {
   assert.deepEqual(Object.keys(await import('../src/browser.js')).sort(), [...BROWSER_EXPORTS].sort());
+});
+
+test('the runtime-agnostic core entry (@interlock/gate/core) exports exactly the declared names', async () => {
+  assert.deepEqual(Object.keys(await import('@interlock/gate/core')).sort(), [...CORE_EXPORTS].sort());
 });
 
 test('each framework subpath exports protectTools, and only it', async () => {

@@ -40,7 +40,7 @@ test('npm pack: the tarball installs into an empty folder and the protect() quic
     const [packed] = JSON.parse(execFileSync('npm', ['pack', '--json', '--pack-destination', dir], { cwd: PKG, env, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] }));
     const files = packed.files.map((f) => f.path);
     for (const f of ['gen/manifest.json', 'gen/gate/interlock_gate.js', 'gen/gate/interlock_gate.core.wasm', 'gen/payments/payments_sim.core.wasm',
-      'gen/journal-format/journal_format.core.wasm', 'src/index.js', 'src/browser.js', 'types/index.d.ts']) {
+      'gen/gate/interlock_gate.core2.wasm', 'gen/gate/interlock_gate.core3.wasm', 'src/index.js', 'src/browser.js', 'src/core.js', 'types/index.d.ts']) {
       assert.ok(files.includes(f), `the tarball lacks ${f}`);
     }
     assert.deepEqual(files.filter((f) => /^(test|conformance|scripts|examples|node_modules)\//.test(f)), [], 'the tarball ships only the package');

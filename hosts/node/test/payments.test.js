@@ -28,7 +28,7 @@ const DETAIL = '"detail":"exceeds_balance: order=\\"order_881\\" requested_cents
 test('a refusal records the service\'s code, as every host does', async () => {
   const journal = new MemoryJournal();
   const report = await runVector(VECTOR, {
-    gate: await gateComponent(), journal, storage: { bytes: () => journal.bytes() }, host: 'node',
+    gate: await gateComponent(), storage: journal, host: 'node',
   });
   assert.deepEqual(report.failures, []);
   const refused = new TextDecoder().decode(journal.bytes()).split('\n').filter((l) => l.includes('REFUSED'));

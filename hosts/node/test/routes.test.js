@@ -113,11 +113,11 @@ test('a host check that throws at submit leaves the effect open, nothing sent; a
       return true;
     },
   });
-  const before = gate.journal.bytes();
+  const before = gate.storage.bytes();
   const o = await refund('order_881', 2000);
   assert.deepEqual([o.state, o.reason, o.executed], ['PROPOSED', 'read_failed', 'no'], JSON.stringify(o));
   assert.deepEqual(calls, [], 'nothing sent');
-  assert.deepEqual(gate.journal.bytes(), before, 'nothing recorded');
+  assert.deepEqual(gate.storage.bytes(), before, 'nothing recorded');
   down = false;
   const again = await refund('order_881', 2000);
   assert.equal(again.state, 'COMMITTED');
@@ -173,7 +173,7 @@ test('low-level Gate: a target object\'s `routes` goes to setRoutes; another tar
   const payments = await Payments.inMemory('1');
   payments.addOrder('order_881', 10_000);
   const journal = new MemoryJournal();
-  const gate = await Gate.instantiate(await gateComponent(), { journal, clock });
+  const gate = await Gate.instantiate(await gateComponent(), { storage: journal, clock });
   await gate.grantLease('l', T0 + 60_000);
   const target = paymentsTarget(payments, clock);
   assert.deepEqual(target.routes, ['payments']);

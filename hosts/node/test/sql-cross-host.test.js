@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
-import { Interlock, Payments, openJournal } from '../src/index.js';
+import { Interlock, Payments } from '../src/index.js';
 import { refundAgent } from './fixtures/refund-agent.js';
 import { sqlite, postgres } from './sql-backends.js';
 import { PKG, cliBinary, GATE_WASM, tempDir } from './helpers.js';
@@ -21,12 +21,12 @@ const run = (...args) => spawnSync(/** @type {string} */ (cli), ['--wasm', GATE_
 const AGENT = join(PKG, 'test/fixtures/sql-agent.js');
 
 /** Every entry of the journal at `url`, in append order, as this host reads it. */
-function entriesOf(url) {
-  const j = openJournal(url);
+async function entriesOf(url) {
+  const gate = await Interlock.open(url);
   try {
-    return j.entriesInOrder();
+    return gate.gate.entriesInOrder();
   } finally {
-    j.close();
+    await gate.close();
   }
 }
 
@@ -55,7 +55,7 @@ for (const { backend, skip } of backends) {
         child.stdout.on('data', (d) => String(d).includes('SENT') && child.kill('SIGKILL'));
         await new Promise((resolve) => child.on('exit', resolve));
         assert.equal(child.signalCode, 'SIGKILL');
-        const written = entriesOf(url);
+        const written = await entriesOf(url);
 
         // The CLI finishes what Node left: it waits out the claim, then resends or looks up.
         const rec = run('recover', url, '--payments', file);
@@ -63,7 +63,7 @@ for (const { backend, skip } of backends) {
         assert.match(rec.stdout, /COMMITTED/);
         const effect = rec.stdout.trim().split(/\s+/)[0];
         assert.match(effect, /^[0-9a-f]{32}$/);
-        const after = entriesOf(url);
+        const after = await entriesOf(url);
         assert.deepEqual(after.slice(0, written.length), written, 'the CLI appended after what Node wrote, changing nothing');
         assert.ok(after.length > written.length, 'the CLI recorded its recovery');
         assert.equal(JSON.parse(readFileSync(file, 'utf8')).refunds.length, 1, 'one refund');
@@ -98,7 +98,7 @@ for (const { backend, skip } of backends) {
       const url = await backend.fresh();
       const grant = run('lease', 'grant', url, 'case-4471', '--for', '1h');
       assert.equal(grant.status, 0, grant.stdout + grant.stderr);
-      const byCli = entriesOf(url);
+      const byCli = await entriesOf(url);
       assert.equal(byCli.length, 1);
       assert.equal(JSON.parse(byCli[0]).stream, 'lease:case-4471');
 
@@ -111,7 +111,7 @@ for (const { backend, skip } of backends) {
       const mine = gate.receipt(outcome.effectId);
       const report = gate.verify();
       await gate.close();
-      const all = entriesOf(url);
+      const all = await entriesOf(url);
       assert.deepEqual(all.slice(0, 1), byCli);
 
       const receipt = run('receipt', url, outcome.effectId);

@@ -49,7 +49,7 @@ for (const { backend, skip } of backends) {
       const url = await backend.fresh();
       const file = await world(url, dir, '1');
       const { gate, refund } = await refundAgent(url, file);
-      const j = gate.journal;
+      const j = /** @type {any} */ (gate.storage);
       const before = [j.commits, j.durableCommits];
       const outcome = await refund('order_881', 2000);
       assert.equal(outcome.state, 'COMMITTED');

@@ -1,35 +1,31 @@
 // protect(): plain tool functions behind the gate (ARCHITECTURE.md, "Tool gating"), over the
-// payments simulator with its state in a file. A crash is an instance dropped mid-step
-// (a hook throws) and a new protect() on the same journal; the real kill of a process is in
-// tools-llm.test.js.
+// payments simulator with its state in a file. A crash is the gate's crash injection
+// (`crashAt`: the instance is dropped mid-step) and a new protect() on the same journal; the
+// real kill of a process is in tools-llm.test.js.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { protect, PremiseReadError } from '../src/tools.js';
-import { InvalidFieldError, InvalidJsonError, Rejected } from '../src/errors.js';
+import { InvalidFieldError, InvalidJsonError, Rejected, CrashedError } from '../src/errors.js';
 import { paymentsTools, refundConfig, ORDER, LEASE } from './fixtures/mcp/payments-tools.js';
 
 const tmp = () => fs.mkdtempSync(path.join(os.tmpdir(), 'interlock-tools-'));
 
 /** A protected set of payments tools at `tier`, the lease granted. */
-async function setup(tier = '2', { extra = {}, dir = tmp(), hooks, journal } = /** @type {any} */ ({})) {
+async function setup(tier = '2', { extra = {}, dir = tmp(), crashAt, journal } = /** @type {any} */ ({})) {
   const { pay, functions } = await paymentsTools(path.join(dir, 'payments.json'), { tier });
   const config = refundConfig(tier, extra, path.join(dir, 'journal'));
-  const tools = await protect(functions, config, { hooks, journal, agent: 'refund-agent' });
+  const tools = await protect(functions, config, { crashAt, journal, agent: 'refund-agent' });
   await tools.gate.grantLease(LEASE, Date.now() + 3_600_000);
   return { dir, pay, functions, config, tools };
 }
 
-/** Everything the journal holds, stream by stream. */
+/** Everything the journal holds, in append order. */
 function journalText(tools) {
-  const j = tools.gate.journal;
-  return j.streams().map((s) => [s, j.read(s, 0)]);
+  return tools.gate.entriesInOrder();
 }
-
-/** A crash at a step: the hook throws, the instance is dropped; a new protect() recovers. */
-class Crash extends Error {}
 
 test('a gated refund happens once: ok, the component\'s message, the outcome, the result', async () => {
   const { pay, tools } = await setup('2');
@@ -88,9 +84,8 @@ test('F5: the same key with another amount is refused with isError, nothing more
 });
 
 test('F8: crash before the send, a hand refund, restart: REFUSED with what changed, $20 total', async () => {
-  const hooks = { beforeApply: () => { throw new Crash('killed before the send'); } };
-  const { dir, pay, tools } = await setup('2', { hooks });
-  await assert.rejects(tools.create_refund({ order_id: ORDER, amount_cents: 2000 }), Crash);
+  const { dir, pay, tools } = await setup('2', { crashAt: 'before-send' });
+  await assert.rejects(tools.create_refund({ order_id: ORDER, amount_cents: 2000 }), CrashedError);
   tools.close();
   pay.refundByHand(ORDER, 2000, Date.now());
 
@@ -110,15 +105,14 @@ test('F8: crash before the send, a hand refund, restart: REFUSED with what chang
 });
 
 test('F9: crash before the send, the lease revoked, restart: REFUSED, nothing sent', async () => {
-  const hooks = { beforeApply: () => { throw new Crash('killed before the send'); } };
   const dir = tmp();
-  const first = await setup('2', { hooks, dir });
-  await assert.rejects(first.tools.create_refund({ order_id: ORDER, amount_cents: 2000 }), Crash);
-  await first.tools.gate.revokeLease(LEASE);
+  const first = await setup('2', { crashAt: 'before-send', dir });
+  await assert.rejects(first.tools.create_refund({ order_id: ORDER, amount_cents: 2000 }), CrashedError);
   first.tools.close();
 
   const { pay, functions } = await paymentsTools(path.join(dir, 'payments.json'));
   const tools = await protect(functions, refundConfig('2', {}, path.join(dir, 'journal')));
+  await tools.gate.revokeLease(LEASE);
   const [r] = await tools.recover();
   assert.equal(r.outcome.state, 'REFUSED');
   assert.equal(r.outcome.reason, 'lease_revoked');
@@ -141,10 +135,9 @@ test('F11: two calls racing one $30 cap at once: one lands, the other is REFUSED
 });
 
 test('tier 2: crash after the send, restart: the lookup tool settles it, one refund', async () => {
-  const hooks = { afterApply: () => { throw new Crash('killed after the send, before the reply'); } };
   const dir = tmp();
-  const first = await setup('2', { hooks, dir });
-  await assert.rejects(first.tools.create_refund({ order_id: ORDER, amount_cents: 2000 }), Crash);
+  const first = await setup('2', { crashAt: 'after-send', dir });
+  await assert.rejects(first.tools.create_refund({ order_id: ORDER, amount_cents: 2000 }), CrashedError);
   first.tools.close();
 
   const again = await setup('2', { dir });
@@ -235,7 +228,6 @@ test('a bad config is refused at protect() with its JSON pointer, nothing opened
     [refundConfig('2', { key: [] }, journal), '/tools/create_refund/key', InvalidFieldError],
     [refundConfig('2', { premises: { tool: 'get_order', fields: 'refunded_total' } }, journal), '/tools/create_refund/premises/fields', InvalidFieldError],
     [refundConfig('2', { premises: { tool: 'read_order', fields: ['refunded_total'] } }, journal), '/tools/create_refund/premises/tool', InvalidFieldError],
-    [refundConfig('2', {}, undefined), '/journal_dir', InvalidFieldError],
     [{ journal_dir: journal, tools: { send_email: { key: ['to'], authority: { lease: LEASE } } } }, '/tools/send_email', InvalidFieldError],
     ['{"tools": ', null, InvalidJsonError],
   ];

@@ -149,7 +149,23 @@ export class PostgresJournal {
    * @param {boolean} durable
    */
   sqlBatch(statements, write, durable) {
-    return this.#call({ batch: { statements, write, durable } });
+    const rows = this.#call({ batch: { statements, write, durable } });
+    this.#count(write, durable);
+    return rows;
+  }
+
+  /** Writing transactions committed, and those of them that were durable. */
+  commits = 0;
+  durableCommits = 0;
+
+  /**
+   * @param {boolean} write
+   * @param {boolean} durable
+   */
+  #count(write, durable) {
+    if (!write) return;
+    this.commits += 1;
+    if (durable) this.durableCommits += 1;
   }
 
   /** @returns {never} */

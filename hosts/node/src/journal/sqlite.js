@@ -136,6 +136,7 @@ export class SqliteJournal {
         return [];
       });
       db.exec('COMMIT');
+      this.#count(write, durable);
       return out;
     } catch (e) {
       if (db.inTransaction) db.exec('ROLLBACK');
@@ -149,6 +150,20 @@ export class SqliteJournal {
     const busy = /** @type {any} */ (e)?.code === 'SQLITE_BUSY';
     const why = busy ? `other writers held the database for longer than ${BUSY_TIMEOUT_MS / 1000} s: ` : '';
     return new StorageError('io', `SQLite journal ${this.path}: ${why}${/** @type {Error} */ (e).message}`);
+  }
+
+  /** Writing transactions committed, and those of them that were durable. */
+  commits = 0;
+  durableCommits = 0;
+
+  /**
+   * @param {boolean} write
+   * @param {boolean} durable
+   */
+  #count(write, durable) {
+    if (!write) return;
+    this.commits += 1;
+    if (durable) this.durableCommits += 1;
   }
 
   /** @returns {never} */

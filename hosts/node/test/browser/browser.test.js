@@ -87,3 +87,11 @@ test('browser: the IndexedDB journal survives a reload, has one writer, and asyn
   assert.equal(out.problems, 0);
   assert.deepEqual(out.rejected, ['REFUSED', 'target_rejected']);
 });
+
+for (const kind of ['memory', 'indexeddb']) {
+  test(`browser: the journal contract suite passes on the ${kind} storage`, async () => {
+    const { cases, failed } = await page.evaluate((k) => window.suite.contract(k), kind);
+    assert.ok(cases > 5, `${cases} cases`);
+    assert.deepEqual(failed, []);
+  });
+}

@@ -28,8 +28,9 @@ async function warnings(body) {
 }
 
 /** Every journal entry, parsed. */
-const entries = (/** @type {any} */ journal) =>
-  journal.streams().flatMap((/** @type {string} */ s) => journal.read(s, 0).map((/** @type {string} */ e) => JSON.parse(e)));
+const entries = (/** @type {any} */ gate) => gate.gate.entriesInOrder().map((/** @type {string} */ e) => JSON.parse(e));
+/** The streams of the journal, in order of their first entry. */
+const streams = (/** @type {any} */ gate) => [...new Set(entries(gate).map((/** @type {any} */ e) => e.stream))];
 
 /**
  * The refund effect a developer writes, naming no lease or approval.
@@ -86,7 +87,7 @@ export async function standingByDefault({ Interlock, Payments }, { fresh }) {
       again: [calls.again.state, calls.again.replayed, calls.again.effectId === calls.first.effectId],
       authority: receipt.proposed.authority,
       leaseChecked: receipt.authorized?.[0]?.checks?.lease?.name,
-      granted: entries(gate.journal).filter((e) => e.state === 'GRANTED').map((e) => [e.stream, e.lease]),
+      granted: entries(gate).filter((e) => e.state === 'GRANTED').map((e) => [e.stream, e.lease]),
       sent: counts.sent,
       refunds: payments.refunds('order_881').length,
       problems: gate.verify().problems.length,
@@ -110,14 +111,14 @@ export async function strictRefuses({ Interlock, Payments, InvalidFieldError }, 
     try {
       const refund = defineRefund(gate, payments, counts);
       const error = await refund('order_881', 2000).then(() => null, (/** @type {any} */ e) => e);
-      return { error, streams: gate.journal.streams() };
+      return { error, streams: streams(gate) };
     } finally {
       await gate.close();
     }
   });
   // What a reopened journal holds: nothing was recorded (no effect, no standing lease).
   const reopened = await Interlock.open('.interlock', { strict: true });
-  const streamsAfterReopen = reopened.journal.streams();
+  const streamsAfterReopen = streams(reopened);
   await reopened.close();
   return {
     invalidField: out.error instanceof InvalidFieldError,

@@ -1,11 +1,9 @@
 // What the Chromium test runs inside the page: the conformance vectors (through the one
-// runner, conformance/driver.js) on the in-memory and on the IndexedDB journal, and the
-// durable journal's own checks. Results go back to Node.
+// runner, conformance/driver.js) and the journal contract suite on the in-memory and on the
+// IndexedDB storage, and the durable journal's own checks. Results go back to Node.
 import { runVector } from '../../conformance/driver.js';
-import { gateComponent, journalFormat, Interlock, Payments, IndexedDbJournal, MemoryJournal, JournalLockedError, Rejected } from '../../src/browser.js';
-
-// Every journal checks its entries with the journal-format component: load it first.
-await journalFormat();
+import { contractCases, runContractCase } from '../../conformance/contract.js';
+import { gateComponent, Interlock, Payments, IndexedDbJournal, MemoryJournal, JournalLockedError, Rejected } from '../../src/browser.js';
 
 const hex = (buf) => [...new Uint8Array(buf)].map((b) => b.toString(16).padStart(2, '0')).join('');
 const sha256 = async (bytes) => hex(await crypto.subtle.digest('SHA-256', bytes));
@@ -19,7 +17,7 @@ export async function vector(v, kind, pins) {
   const name = freshName();
   const journal = kind === 'memory' ? new MemoryJournal() : await IndexedDbJournal.open(name);
   try {
-    const report = await runVector(v, { gate, journal, storage: { bytes: () => journal.bytes() }, host: 'browser', pins });
+    const report = await runVector(v, { gate, storage: journal, host: 'browser', pins });
     if (kind === 'indexeddb') {
       // What a reloaded page would find: the bytes read back from IndexedDB.
       await journal.flush();
@@ -83,4 +81,24 @@ export async function durableJournal() {
   const r = await mem.effect({ target: 't', lease: 'l' }, async () => { throw new Rejected('400 bad request'); })({ x: 1 });
   out.rejected = [r.state, r.reason];
   return out;
+}
+
+/**
+ * Every case of the journal contract suite over `kind` ('memory' or 'indexeddb'), each over a
+ * fresh, empty storage: the cases that failed, with why.
+ */
+export async function contract(kind) {
+  const cases = await contractCases('file');
+  const failed = [];
+  for (const c of cases) {
+    const name = freshName();
+    const storage = kind === 'memory' ? new MemoryJournal() : await IndexedDbJournal.open(name);
+    const why = await runContractCase(c, 'file', storage);
+    if (why !== null) failed.push(`${c}: ${why}`);
+    if (kind === 'indexeddb') {
+      await storage.close();
+      await IndexedDbJournal.destroy(name);
+    }
+  }
+  return { cases: cases.length, failed };
 }

@@ -142,12 +142,15 @@ const FRONT_DOORS = [
 ];
 
 /**
- * Every entry of the journal, parsed, by stream.
+ * Every entry of the journal, parsed, in append order.
  * @param {any} gate
  */
 function entries(gate) {
-  return gate.journal.streams().flatMap((/** @type {string} */ s) => gate.journal.read(s, 0).map((/** @type {string} */ e) => JSON.parse(e)));
+  return gate.entriesInOrder().map((/** @type {string} */ e) => JSON.parse(e));
 }
+
+/** The journal's streams, in order of their first entry. */
+const streams = (/** @type {any} */ gate) => [...new Set(entries(gate).map((e) => e.stream))];
 
 for (const door of FRONT_DOORS) {
   test(`${door.name}: the original's configuration as written runs under the standing lease: one refund, GRANTED once, named in the receipt, said once`, async () => {
@@ -163,7 +166,7 @@ for (const door of FRONT_DOORS) {
       const all = entries(tools.gate);
       const granted = all.filter((e) => e.state === 'GRANTED');
       assert.deepEqual(granted.map((e) => [e.stream, e.lease]), [[`lease:${STANDING}`, STANDING]]);
-      const effects = tools.gate.journal.streams().filter((/** @type {string} */ s) => s.startsWith('effect:'));
+      const effects = streams(tools.gate).filter((/** @type {string} */ s) => s.startsWith('effect:'));
       assert.equal(effects.length, 1);
       const receipt = tools.gate.receipt(effects[0].slice('effect:'.length));
       assert.equal(receipt.final, 'COMMITTED');
@@ -195,7 +198,7 @@ for (const door of FRONT_DOORS) {
     try {
       assert.deepEqual(warned, [tools.gate.standingNotice('support')]);
       assert.equal(await door.drive(tools).then((m) => /^create_refund done/.test(m)), true);
-      const effect = tools.gate.journal.streams().find((/** @type {string} */ s) => s.startsWith('effect:'));
+      const effect = streams(tools.gate).find((/** @type {string} */ s) => s.startsWith('effect:'));
       assert.deepEqual(tools.gate.receipt(effect.slice('effect:'.length)).proposed.authority, { lease: 'support-standing' });
       assert.ok(fs.existsSync('elsewhere') && !fs.existsSync('.interlock'));
     } finally {
@@ -209,7 +212,7 @@ for (const door of FRONT_DOORS) {
       await again.value.gate.grantLease('ops', Date.now() + 60_000);
       assert.equal(await door.drive(again.value).then((m) => /^create_refund done/.test(m)), true);
       assert.equal(g.payments.refundCount(), 1);
-      const effect = again.value.gate.journal.streams().find((/** @type {string} */ s) => s.startsWith('effect:'));
+      const effect = streams(again.value.gate).find((/** @type {string} */ s) => s.startsWith('effect:'));
       assert.deepEqual(again.value.gate.receipt(effect.slice('effect:'.length)).proposed.authority, { lease: 'ops' });
       assert.deepEqual(entries(again.value.gate).filter((e) => e.state === 'GRANTED').map((e) => e.lease), ['ops']);
     } finally {

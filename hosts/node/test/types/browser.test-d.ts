@@ -2,7 +2,7 @@
 // Node's types, through `@interlock/gate/browser` and through `@interlock/gate` with the
 // "browser" condition. Compiled, never run, by `npm run typecheck`.
 import { Interlock, IndexedDbJournal, MemoryJournal, Payments, FakeClock } from '@interlock/gate/browser';
-import type { Outcome, JournalBackend } from '@interlock/gate/browser';
+import type { Outcome, Storage } from '@interlock/gate/browser';
 import * as browser from '@interlock/gate/browser';
 import * as bundled from '@interlock/gate';
 import { BROWSER_EXPORTS } from './exports.js';
@@ -18,7 +18,7 @@ const journal = await IndexedDbJournal.open('interlock-journal');
 await journal.flush();
 await journal.close();
 await IndexedDbJournal.destroy('interlock-journal');
-const memory: JournalBackend = new MemoryJournal();
+const memory: Storage = new MemoryJournal();
 const bytes: Uint8Array = new MemoryJournal().bytes();
 await Interlock.withJournal(memory);
 

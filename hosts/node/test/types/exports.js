@@ -3,21 +3,35 @@
 // what their declarations export: all three must agree.
 
 export const NODE_EXPORTS = /** @type {const} */ ([
-  'ContentionError', 'CorruptJournalError', 'CorruptJournalFileError', 'FakeClock', 'FileJournal', 'Gate',
-  'GateError', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError', 'JournalError',
-  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'PostgresJournal', 'PremiseReadError', 'Rejected',
-  'ServiceError', 'SqliteJournal', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
+  'ContentionError', 'CorruptJournalError', 'CrashedError', 'FakeClock', 'FileJournal', 'Gate',
+  'GateComponent', 'GateError', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError',
+  'JournalError', 'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService',
+  'PostgresJournal', 'PremiseReadError', 'Rejected', 'ServiceError', 'SqliteJournal', 'StorageError',
+  'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
   'UnknownEffectError', 'UnknownOperationError', 'UnsupportedJournalError', 'describeJournalError',
-  'gateComponent', 'gateError', 'invalidField', 'journalFormat', 'openJournal', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
-  'protect', 'toOutcome', 'writeStateFile',
+  'gateComponent', 'gateError', 'gateRoot', 'invalidField', 'journalError', 'openJournal', 'openedRoot',
+  'paymentsComponent', 'paymentsTarget', 'protect', 'refuseJournalUrl', 'repairJournal', 'toOutcome',
+  'writeStateFile',
 ]);
 
 export const BROWSER_EXPORTS = /** @type {const} */ ([
-  'ContentionError', 'CorruptJournalError', 'CorruptJournalFileError', 'FakeClock', 'Gate', 'GateError',
-  'IndexedDbJournal', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError', 'JournalError',
-  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService', 'PremiseReadError', 'Rejected',
-  'ServiceError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError',
-  'UnknownEffectError', 'UnknownOperationError', 'UnsupportedJournalError', 'describeJournalError',
-  'gateComponent', 'gateError', 'invalidField', 'journalFormat', 'paymentsComponent', 'paymentsTarget', 'refuseJournalUrl',
-  'protect', 'toOutcome',
+  'ContentionError', 'CorruptJournalError', 'CrashedError', 'FakeClock', 'Gate', 'GateComponent',
+  'GateError', 'IndexedDbJournal', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError',
+  'JournalError', 'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService',
+  'PremiseReadError', 'Rejected', 'ServiceError', 'StorageError', 'SystemClock', 'TargetTimeoutError',
+  'TooLargeError', 'TornTailError', 'UnexpectedReplyError', 'UnknownEffectError', 'UnknownOperationError',
+  'UnsupportedJournalError', 'describeJournalError', 'gateComponent', 'gateError', 'gateRoot',
+  'invalidField', 'journalError', 'openedRoot', 'paymentsComponent', 'paymentsTarget', 'protect',
+  'refuseJournalUrl', 'toOutcome',
+]);
+
+export const CORE_EXPORTS = /** @type {const} */ ([
+  'ContentionError', 'CorruptJournalError', 'CrashedError', 'FakeClock', 'Gate', 'GateComponent',
+  'GateError', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError', 'JournalError',
+  'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'PaymentsService', 'PremiseReadError',
+  'Rejected', 'ServiceError', 'StorageError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError',
+  'TornTailError', 'UnexpectedReplyError', 'UnknownEffectError', 'UnknownOperationError',
+  'UnsupportedJournalError', 'admin', 'assertJson', 'describeJournalError', 'gateError', 'gateRoot',
+  'invalidField', 'journalError', 'jsonText', 'openedRoot', 'paymentsTarget', 'protectWith',
+  'refuseJournalUrl', 'repairJournal', 'storageImport', 'toOutcome',
 ]);

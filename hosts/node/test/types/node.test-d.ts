@@ -7,7 +7,7 @@ import {
   paymentsTarget, writeStateFile, gateComponent, toOutcome, SqliteJournal, PostgresJournal, openJournal,
 } from '@interlock/gate';
 import type {
-  Outcome, Effect, EffectContext, Receipt, VerifyReport, JournalBackend, Recovered, State, Reason, Json,
+  Outcome, Effect, EffectContext, Receipt, VerifyReport, Storage, Recovered, State, Reason, Json,
   Targets, Reply, Refund,
 } from '@interlock/gate';
 import * as entry from '@interlock/gate';
@@ -79,7 +79,7 @@ await refund('order_881');
 // @ts-expect-error: the amount is a number
 await refund('order_881', '2000');
 await refund.with({ approval: 'appr-1', premises: { eligible: true } })('order_881', 2000);
-const id: string = refund.effectId('order_881', 2000);
+const id: string = await refund.effectId('order_881', 2000);
 const target: string = refund.target;
 void id, target;
 
@@ -116,16 +116,16 @@ try {
   await Interlock.open('postgres://db/journal', { clock: new FakeClock(0), agent: 'refund-agent' });
 } catch (e) {
   if (e instanceof UnsupportedJournalError) console.log(e.where);
-  if (e instanceof TornTailError) console.log(e.offset, e.bytes, e instanceof JournalError);
+  if (e instanceof TornTailError) console.log(e.tag, e.message, e instanceof JournalError);
   if (e instanceof ServiceError) console.log(e.case);
 }
-const repaired = Interlock.repair('./journal');
+const repaired = await Interlock.repair('./journal');
 const offset: number | null = repaired.tornOffset;
 void offset;
 
-// Journals: the file journal is a backend of its own, not a MemoryJournal.
-const file: JournalBackend = FileJournal.open('./journal');
-const memory: JournalBackend = new MemoryJournal();
+// Storage: the file journal's folder is a storage of its own, not a MemoryJournal.
+const file: Storage = FileJournal.open('./journal');
+const memory: Storage = new MemoryJournal();
 // @ts-expect-error: FileJournal does not extend MemoryJournal
 export const notMemory: MemoryJournal = FileJournal.open('./journal');
 await Interlock.withJournal(memory, { clock: new SystemClock(), claimWait: { pollMs: 10, maxPolls: 3 } });
@@ -140,14 +140,14 @@ await Interlock.open('postgres://app@db.internal/interlock', { journalTimeoutMs:
 const onOneMachine = SqliteJournal.open('/var/lib/interlock/journal.db');
 const onManyMachines = PostgresJournal.open('postgres://app@db.internal/interlock', { timeoutMs: 5000 });
 const commits: number = onOneMachine.durableCommits + onManyMachines.commits;
-const inOrder: string[] = onManyMachines.entriesInOrder();
-const anyOf: JournalBackend = openJournal('sqlite:///var/lib/interlock/journal.db', { lockWaitMs: 0 });
+const inOrder: string[] = (await Interlock.withJournal(onManyMachines)).gate.entriesInOrder();
+const anyOf: Storage = openJournal('sqlite:///var/lib/interlock/journal.db', { lockWaitMs: 0 });
 await Interlock.withJournal(onOneMachine);
 void commits, inOrder, anyOf;
 
 // The low-level gate and a target of one's own.
 const clock = new FakeClock(1_800_000_000_000);
-const low: Gate = await Gate.instantiate(await gateComponent(), { journal: new MemoryJournal(), clock });
+const low: Gate = await Gate.instantiate(await gateComponent(), { storage: new MemoryJournal(), clock, crashAt: 'after-send' });
 low.setRoutes(['payments']);
 const service = await Payments.inMemory('2');
 const refundRow: Refund = service.refund('order_881', 2000, null, 'ref', clock.nowMs());
