@@ -31,9 +31,15 @@ def test_the_proposal_leaves_the_gates_defaults_to_the_gate(tmp_path: Path) -> N
 def test_the_claim_wait_is_the_gates_unless_given(tmp_path: Path) -> None:
     with Interlock(tmp_path / ".interlock") as gate:
         w = gate.host().defaults()["claim_wait"]
-        assert gate.host()._claim_wait(True) == (w["poll_ms"], w["max_polls"]) == (200, 150)
-        assert gate.host()._claim_wait(False) == (200, 0)
-        assert gate.host()._claim_wait(ClaimWait(poll_ms=5)) == (5, 150)
+        assert (w["poll_ms"], w["max_polls"]) == (200, 150)
+        assert gate.host().claim_wait(True) is None  # the gate's own
+
+        def fields(wait):
+            r = gate.host().claim_wait(wait)
+            return getattr(r, "poll-ms"), getattr(r, "max-polls")
+
+        assert fields(False) == (200, 0)
+        assert fields(ClaimWait(poll_ms=5)) == (5, 150)
 
 
 def test_the_standing_lease_is_granted_by_the_gate_once_and_recorded(tmp_path: Path) -> None:

@@ -43,14 +43,6 @@ RESULT = "seed-result: "  # the child's last line: its outcome, as JSON
 # comments are the seed's line, and these calls of it are code lines.
 PROSE = {"crash_test.py": ["fn.gate.submit(fn.proposal(*args), crash_after_effect=True)"]}
 
-# The defect that keeps a seed from running as written (README, "Not run as written").
-NO_JOURNAL_DIR_SAID = "invalid input at /journal_dir: is required when no journal is given"
-NO_JOURNAL_DIR = ("interlock.mcp.json names no journal_dir and the seed gives no journal: the CLI's proxy "
-                  "uses .interlock/mcp, but interlock.tools.ToolGate (python -m interlock.mcp_proxy, "
-                  "protect(), protect_tools()) refuses it: InvalidField /journal_dir 'is required when no "
-                  "journal is given'")
-
-
 # ---------------------------------------------------------------- the table of tests/seeds/README.md
 
 
@@ -352,17 +344,11 @@ PYTHON_RUNS: Dict[str, Expect] = {
 CONFIGS = ["landing_mcp.json", "interlock.mcp.json"]
 
 
-class NoJournalDir(AssertionError):
-    """The run failed for the defect NO_JOURNAL_DIR names, and for no other reason."""
-
-
 def python_cases() -> Iterator[Any]:
     for file in PYTHON_RUNS:
         if file.startswith("tools_"):
             for config in CONFIGS:
-                short = config == "interlock.mcp.json"
-                marks = [pytest.mark.xfail(strict=True, raises=NoJournalDir, reason=NO_JOURNAL_DIR)] if short else []
-                yield pytest.param(file, config, id=f"{file}-{config}", marks=marks)
+                yield pytest.param(file, config, id=f"{file}-{config}")
         else:
             yield pytest.param(file, None, id=file)
 
@@ -427,8 +413,6 @@ def test_a_python_seed_runs(tmp_path: Path, file: str, config: Optional[str]) ->
     out = subprocess.run([sys.executable, "-c", "import sys, test_seeds; test_seeds.child(sys.argv[1])", file],
                          cwd=run, env=child_env(home=run if file == "lowlevel.py" else None),
                          capture_output=True, text=True, timeout=300)
-    if out.returncode != 0 and out.stderr.rstrip().endswith(f"InvalidField: {NO_JOURNAL_DIR_SAID}"):
-        raise NoJournalDir(out.stderr[-2000:])
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-5000:]
     result = json.loads(out.stdout.splitlines()[-1][len(RESULT):])
     assert result["state"] == expect.state, result

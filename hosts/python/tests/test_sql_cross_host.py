@@ -16,6 +16,8 @@ import textwrap
 import pytest
 
 from interlock import COMMITTED, Interlock
+from interlock.clock import SystemClock
+from interlock.gate import GateHost, JournalRef
 from interlock.payments_sim import Payments
 from interlock.sql_journal import open_url
 
@@ -79,12 +81,11 @@ def crash_in_python(url, state, when):
 
 
 def effect_stream(url):
-    j = open_url(url)
-    try:
-        [stream] = [s for s in j.streams() if s.startswith("effect:")]
-        return stream, [json.loads(e) for e in j.read(stream, 0)]
-    finally:
-        j.close()
+    """The one effect's stream, as the journal holds it (its entries in append order)."""
+    with open_url(url) as j:
+        entries = [json.loads(e) for e in GateHost(JournalRef(j), SystemClock()).entries_in_order()]
+    [stream] = {e["stream"] for e in entries if e["stream"].startswith("effect:")}
+    return stream, [e for e in entries if e["stream"] == stream]
 
 
 @pytest.mark.parametrize("when,sent_by_python,via", [("after", 1, "recovery-query"), ("before", 0, "recovery-retry")])

@@ -179,6 +179,19 @@ class Effect:
                 d[field] = value
         return _json_text(d)
 
+    def start(self, how: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
+        """``effects.call`` or ``effects.propose`` of this call. A value the gate refuses is
+        named at its place in the effect (``/effect/<param>``), not in the list of values
+        that carries it."""
+        values = self.values_of_call(args, kwargs)
+        try:
+            return self.interlock.host()._call(f"effects.{how}", self.name, values, None)
+        except InvalidField as e:
+            parts = e.field.split("/")
+            if parts[:2] != ["", "values"] or len(parts) < 3 or not parts[2].isdigit():
+                raise
+            raise InvalidField("/".join(["", "effect", self.params[int(parts[2])], *parts[3:]]), e.problem) from None
+
     def values_of_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
         """The call's values in parameter order, as the JSON list the component takes."""
         if IDEMPOTENCY_KEY in kwargs:
@@ -401,6 +414,7 @@ class Interlock:
 
     def _configure(self, host: GateHost, wait: Any) -> None:
         host._call("effects.configure", self.agent, self.clock_skew_ms, host.claim_wait(wait))
+        host.set_routes(list(self._effects))  # none defined yet: the gate asks for no target
         for spec in self._effects.values():
             host._call("effects.define", spec.definition())
 
@@ -453,27 +467,24 @@ class Interlock:
             effect_gate = EffectGate(self, spec)
 
             def proposal(*args: Any, **kwargs: Any) -> Dict[str, Any]:
-                first = self.host()._call("effects.propose", spec.name, spec.values_of_call(args, kwargs), None)
+                first = spec.start("propose", args, kwargs)
                 return cast(Dict[str, Any], json.loads(self._run(first, drafting=True).payload))
 
             async def aproposal(*args: Any, **kwargs: Any) -> Dict[str, Any]:
-                first = self.host()._call("effects.propose", spec.name, spec.values_of_call(args, kwargs), None)
+                first = spec.start("propose", args, kwargs)
                 return cast(Dict[str, Any], json.loads((await self._arun(first, drafting=True)).payload))
-
-            def start(args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
-                return self.host()._call("effects.call", spec.name, spec.values_of_call(args, kwargs), None)
 
             run: Callable[..., Any]
             if spec.is_async:
                 @functools.wraps(f)
                 async def run_async(*args: Any, **kwargs: Any) -> Outcome:
-                    return self._outcome(await self._arun(start(args, kwargs), drafting=True))
+                    return self._outcome(await self._arun(spec.start("call", args, kwargs), drafting=True))
 
                 run = run_async
             else:
                 @functools.wraps(f)
                 def run_sync(*args: Any, **kwargs: Any) -> Outcome:
-                    return self._outcome(self._run(start(args, kwargs), drafting=True))
+                    return self._outcome(self._run(spec.start("call", args, kwargs), drafting=True))
 
                 run = run_sync
             gated = cast(Gated, run)

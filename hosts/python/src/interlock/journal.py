@@ -123,6 +123,7 @@ class Storage:
 
     backend = "file"
     name = "journal"
+    commits = durable_commits = 0
 
     def _no_files(self, *args: Any, **kwargs: Any) -> Any:
         raise StorageError("unsupported", "this journal is a SQL journal: it has no files")
@@ -134,6 +135,11 @@ class Storage:
 
     def close(self) -> None:
         pass
+
+    def _count(self, write: bool, durable: bool) -> None:
+        if write:
+            self.commits += 1
+            self.durable_commits += int(durable)
 
     def __enter__(self) -> "Storage":
         return self

@@ -79,6 +79,8 @@ class SqliteJournal(Storage):
         self._conn: Optional[sqlite3.Connection] = conn
         self._full = False
         self._mutex = threading.Lock()
+        #: Committed writing batches, and how many of them waited for the disk.
+        self.commits = self.durable_commits = 0
 
     @classmethod
     def open(cls, path: Union[str, "os.PathLike[str]"]) -> "SqliteJournal":
@@ -127,6 +129,7 @@ class SqliteJournal(Storage):
                 try:
                     out = [self._run(conn, i, s) for i, s in enumerate(statements)]
                     conn.execute("COMMIT")
+                    self._count(write, durable)
                 except BaseException:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -174,6 +177,8 @@ class PostgresJournal(Storage):
         self._closed = False
         self._synchronous: Optional[bool] = None
         self._mutex = threading.Lock()
+        #: Committed writing batches, and how many of them waited for the disk.
+        self.commits = self.durable_commits = 0
 
     @classmethod
     def open(cls, url: str) -> "PostgresJournal":
@@ -251,6 +256,7 @@ class PostgresJournal(Storage):
                 raise StorageError("io", f"{self.name}: the commit of a batch of {len(statements)} statements "
                                          f"was not acknowledged ({e}); it may or may not have committed: "
                                          "read the journal again") from None
+            self._count(write, durable)
             return out
 
     @staticmethod

@@ -155,12 +155,16 @@ class ToolGate:
             # Visible, never silent (the gate's words).
             logging.getLogger("interlock").warning(host.standing_notice(agent))
 
-    def _start(self, host: GateHost, wait: Any, authority: Optional[str] = None) -> Any:
+    def _start(self, host: GateHost, wait: Any, authority: Optional[str] = None, check: bool = True) -> Any:
+        """Starts the session on ``host``. ``check``: under strict authority, refuse a
+        gated tool with none at all here (a run's own authority is checked per call, by
+        the gate: the call is refused, nothing recorded)."""
+        authority = self.authority if authority is None else authority
+        options = _Options(self.agent, authority, self.strict and check, self.results, host.claim_wait(wait))
+        started = host._call("tools.start", self.config, options)
         if self.strict:
             host.set_strict_authority(True)
-        authority = self.authority if authority is None else authority
-        options = _Options(self.agent, authority, self.strict, self.results, host.claim_wait(wait))
-        return host._call("tools.start", self.config, options)
+        return started
 
     # -- life
 
@@ -174,7 +178,7 @@ class ToolGate:
             host = self._hosts.get(authority)
             if host is None or host.broken:
                 host = self._hosts[authority] = GateHost(self._journal, self.clock, lock=self._lock)
-                self._start(host, self.claim_wait, authority)
+                self._start(host, self.claim_wait, authority, check=False)
             return host
 
     def close(self) -> None:
