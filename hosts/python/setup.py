@@ -1,6 +1,6 @@
-"""Copies the components (dist/interlock_gate.wasm, dist/payments_sim.wasm,
-dist/journal_format.wasm, built by scripts/build-wasm.sh) and the SQL journals' one schema
-(adapters/sql-journal/src/schema.sql) into the package at build time, so a wheel carries
+"""Copies the components (dist/interlock_gate.wasm, dist/payments_sim.wasm, built by
+scripts/build-wasm.sh) and the SQL journals' schema (adapters/journal/src/schema.sql, for
+reading: the component carries its own) into the package at build time, so a wheel carries
 them and installs where no Rust toolchain or checkout exists. Everything else is in
 pyproject.toml."""
 
@@ -13,8 +13,8 @@ from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-COMPONENTS = ("interlock_gate.wasm", "payments_sim.wasm", "journal_format.wasm")
-SCHEMA = ROOT / "adapters" / "sql-journal" / "src" / "schema.sql"
+COMPONENTS = ("interlock_gate.wasm", "payments_sim.wasm")
+SCHEMA = ROOT / "adapters" / "journal" / "src" / "schema.sql"
 
 
 def copy_components() -> None:

@@ -15,7 +15,7 @@ ROOT=$(cd "$HERE/../.." && pwd)
 VENV=${INTERLOCK_PY_VENV:-$HERE/.venv}
 PY=${PYTHON:-python3}
 
-for c in interlock_gate.wasm payments_sim.wasm journal_format.wasm conformance_runner.wasm; do
+for c in interlock_gate.wasm payments_sim.wasm journal_contract.wasm conformance_runner.wasm; do
   if [ ! -f "$ROOT/dist/$c" ]; then
     echo "test.sh: $ROOT/dist/$c is missing; run bash scripts/build-wasm.sh first" >&2
     exit 2
@@ -42,9 +42,9 @@ WHEEL=$(ls "$WHEELS"/interlock-*.whl)
 "$VENV/bin/python" - "$WHEEL" <<'PY'
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-for c in ("interlock/wasm/interlock_gate.wasm", "interlock/wasm/payments_sim.wasm",
-          "interlock/wasm/journal_format.wasm", "interlock/sql/schema.sql"):
+for c in ("interlock/wasm/interlock_gate.wasm", "interlock/wasm/payments_sim.wasm", "interlock/sql/schema.sql"):
     assert c in names, f"the wheel lacks {c}"
+assert not any("journal_format" in n or "journal_contract" in n for n in names), names
 PY
 "${PIP[@]}" install --force-reinstall --no-deps "$WHEEL"
 

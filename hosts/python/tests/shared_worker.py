@@ -25,7 +25,7 @@ from typing import Any, Callable, Dict, List, Optional
 from wasmtime.component import Variant
 
 from interlock.clock import SystemClock
-from interlock.gate import GateHost, JournalRef
+from interlock.gate import GateHost, JournalRef, recover_each
 from interlock.payments_sim import Payments
 from interlock.sql_journal import open_url
 from interlock.targets import PaymentsTarget
@@ -94,7 +94,7 @@ def main() -> None:
     while True:
         try:
             if rng.randrange(5) == 0:
-                gate.recover_all(target)
+                recover_each(gate, lambda effect_id: gate.recover(effect_id, target))
             else:
                 window = (clock.now_ms() - start_ms) // plan["window_ms"]
                 k = window * plan["window"] + rng.randrange(plan["window"])

@@ -3,7 +3,7 @@
 import json
 import subprocess
 import sys
-import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -22,29 +22,17 @@ from interlock import (
 )
 from interlock.payments_sim import Payments
 
-# The original's snippet (the Python library Interlock was first written as;
-# ../shared/seeds/000_*), unchanged but for the import of the simulated service, plus two
-# lines that use it. Its effect names no lease: it runs under the agent's standing lease
-# (docs/host-api.md, "Authority"), announced at start, granted and recorded at first use.
-ORIGINAL_SNIPPET = textwrap.dedent('''
-    from interlock.payments_sim import stripe, charge_for, is_eligible, refunded_total, can_refund, refund_exists
-    from interlock import Interlock
-    gate = Interlock(".interlock")
-    @gate.effect(
-    key=lambda order, amount: f"refund:{order}",
-    premises=lambda order, amount, idempotency_key: {
-    "eligible": is_eligible(order),
-    "refunded_by_others": refunded_total(order, excluding=idempotency_key)},
-    allowed=lambda order, amount: can_refund(order),
-    lookup=lambda order, amount, idempotency_key: refund_exists(idempotency_key),
-    dedupes=True)
-    def refund_money(order, amount, idempotency_key):
-        return stripe.Refund.create(charge=charge_for(order), amount=amount,
-                                    idempotency_key=idempotency_key)
-    gate.recover() # once, on startup
-    outcome = refund_money("order_881", 2000)
-    print(outcome.status, outcome.receipt().final, outcome.result["amount_cents"])
-''')
+# The original's snippet (the Python library Interlock was first written as), the copy in
+# tests/seeds/landing_python.py, with the import of the simulated service before it and two
+# lines that use it after. Its effect names no lease: it runs under the agent's standing
+# lease (docs/host-api.md, "Authority"), announced at start, granted and recorded at first use.
+SEEDS = Path(__file__).resolve().parents[3] / "tests" / "seeds"
+ORIGINAL_SNIPPET = (
+    "from interlock.payments_sim import stripe, charge_for, is_eligible, refunded_total, can_refund, refund_exists\n"
+    + (SEEDS / "landing_python.py").read_text()
+    + 'outcome = refund_money("order_881", 2000)\n'
+    + 'print(outcome.status, outcome.receipt().final, outcome.result["amount_cents"])\n'
+)
 
 
 def test_the_original_snippet_runs_as_written(tmp_path):

@@ -35,7 +35,7 @@ def test_every_file_journal_fuzz_input_opens_or_is_refused_as_in_rust(tmp_path: 
             else:
                 streams: Dict[str, Any] = {}
                 for text in entries:
-                    e = json.loads(text)
-                    streams[e["stream"]] = [e["stream"], e["seq"] + 1, e["open"]]
+                    entry = json.loads(text)
+                    streams[entry["stream"]] = [entry["stream"], entry["seq"] + 1, entry["open"]]
                 got = {"streams": list(streams.values())}
         assert got == want, name

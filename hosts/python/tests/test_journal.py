@@ -71,7 +71,8 @@ def test_a_torn_tail_is_refused_then_repaired(tmp_path):
         Interlock(d)
     report = FileJournal.repair(d)
     assert report.torn_offset == len(whole) and report.torn_bytes == 6
-    assert report.saved_to == d / f"journal.torn-{len(whole)}" and report.saved_to.read_bytes() == b'{"torn'
+    assert report.saved_to == d / f"journal.torn-{len(whole)}"
+    assert report.saved_to is not None and report.saved_to.read_bytes() == b'{"torn'
     assert path.read_bytes() == whole
     with Interlock(d) as again:
         assert again.verify().ok
@@ -97,10 +98,11 @@ def test_what_the_journal_creates_is_owner_only(tmp_path, umask_zero):
     gate.close()
     assert mode(tmp_path / "deep") == 0o700 and mode(d) == 0o700
     (d / "journal.jsonl").write_bytes((d / "journal.jsonl").read_bytes() + b"{")
-    report = FileJournal.repair(d)
+    saved = FileJournal.repair(d).saved_to
+    assert saved is not None
     assert {p.name: mode(p) for p in d.iterdir()} == {
         "journal.jsonl": 0o600, "journal.lock": 0o600, "journal.format": 0o600,
-        "payments.json": 0o600, report.saved_to.name: 0o600}
+        "payments.json": 0o600, saved.name: 0o600}
 
 
 def test_an_existing_directory_keeps_its_owners_mode(tmp_path, umask_zero):

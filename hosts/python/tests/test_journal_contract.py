@@ -6,6 +6,7 @@ skipped, saying why, only when it is not installed). The suite imports only
 
 import os
 from pathlib import Path
+from typing import Any, List
 
 import pytest
 from wasmtime import Store
@@ -34,13 +35,16 @@ class Suite:
         self.store = Store(engine())
         instance = linker.instantiate(self.store, load_component(CONTRACT_WASM))
         iface = instance.get_export_index(self.store, SUITE)
-        self.funcs = {n: instance.get_func(self.store, instance.get_export_index(self.store, n, iface))
-                      for n in ("cases", "run")}
+        self.funcs: Any = {}
+        for n in ("cases", "run"):
+            idx = instance.get_export_index(self.store, n, iface)
+            assert idx is not None, f"the suite lacks {n}"
+            self.funcs[n] = instance.get_func(self.store, idx)
 
-    def cases(self, kind: str):
+    def cases(self, kind: str) -> List[str]:
         return list(self.funcs["cases"](self.store, kind))
 
-    def run(self, name: str, kind: str, storage) -> None:
+    def run(self, name: str, kind: str, storage: Any) -> None:
         self.storage.replace(storage)
         try:
             failure = self.funcs["run"](self.store, name, kind)
@@ -92,6 +96,7 @@ def test_the_suite_fails_a_storage_that_breaks_its_word(suite, tmp_path):
     for i, name in enumerate(suite.cases("file")):
         d = Path(tmp_path / str(i))
         store = FileJournal.open(d)
+        assert store._lock_fd is not None
         careless = Careless(d, os.dup(store._lock_fd))
         store.close()
         try:

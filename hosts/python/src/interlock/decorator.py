@@ -468,11 +468,11 @@ class Interlock:
 
             def proposal(*args: Any, **kwargs: Any) -> Dict[str, Any]:
                 first = spec.start("propose", args, kwargs)
-                return cast(Dict[str, Any], json.loads(self._run(first, drafting=True).payload))
+                return cast(Dict[str, Any], json.loads(str(self._run(first, drafting=True).payload)))
 
             async def aproposal(*args: Any, **kwargs: Any) -> Dict[str, Any]:
                 first = spec.start("propose", args, kwargs)
-                return cast(Dict[str, Any], json.loads((await self._arun(first, drafting=True)).payload))
+                return cast(Dict[str, Any], json.loads(str((await self._arun(first, drafting=True)).payload)))
 
             run: Callable[..., Any]
             if spec.is_async:
