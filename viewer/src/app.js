@@ -3,7 +3,7 @@
 // Interlock column is the vector played through the gate component (live.js), the baseline
 // column the runner's `baseline`, the fault table's, on its own instance of the same
 // simulated service. This file only renders.
-import { gateComponent } from '../../hosts/node/src/load-browser.js';
+import { gateComponent } from '@interlock/gate/browser';
 import { baseline as playBaseline, startMs } from '../../hosts/node/conformance/driver.js';
 import { play, JournalView } from './live.js';
 import { FAULTS, TIERS, vectorId } from './catalog.js';

@@ -76,6 +76,8 @@ export const VECTORS_NOT_SHOWN = {
   'bad-proposals': 'malformed proposals rejected with typed errors: nothing to watch unfold',
   'unsafe-numbers': 'amounts JSON cannot carry exactly, rejected with typed errors: nothing to watch unfold',
   tools: 'tool-gating vectors: an agent’s tool calls through the MCP proxy’s mapping and the replies to the model; the page plays refunds, not tool calls',
+  standing: 'authority by the agent’s standing lease (granted at first use, named in the receipt): a rule of authority, not a fault the page plays',
+  strict: 'strict authority refusing a proposal that names none, rejected with a typed error: nothing to watch unfold',
 };
 
 export const vectorId = (variant, tier) => `${variant.prefix}-t${tier}`;

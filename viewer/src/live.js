@@ -10,19 +10,37 @@
 // events back at a readable pace afterwards; their order is the run's, so the intent line
 // is on screen before the refund goes out, exactly as it was durable before the send.
 import { runVector } from '../../hosts/node/conformance/driver.js';
-import { Gate } from '../../hosts/node/src/gate.js';
-import { MemoryJournal } from '../../hosts/node/src/journal/memory.js';
-import { FakeClock } from '../../hosts/node/src/clock.js';
-import { journalFormat } from '../../hosts/node/src/load-browser.js';
+import { Gate, MemoryJournal, FakeClock, gateRoot, admin } from '@interlock/gate/core';
 
-/** A MemoryJournal that reports every append. */
+const JOURNAL = 'journal.jsonl';
+const decode = (/** @type {Uint8Array} */ bytes) => new TextDecoder().decode(bytes);
+/** The lines of journal.jsonl's bytes. */
+const linesOf = (/** @type {Uint8Array} */ bytes) => decode(bytes).split('\n').slice(0, -1);
+
+/**
+ * A file journal in memory that reports the entries the gate appends to journal.jsonl,
+ * each batch once it is synced (durable) or once the next write comes (not durable).
+ */
 class WatchedJournal extends MemoryJournal {
   constructor(emit) {
     super();
     this.emit = emit;
+    this.pending = [];
   }
-  written(entries, durable) {
-    this.emit({ kind: 'journal', entries: [...entries], durable, total: this.lines.length });
+  written(kind, name, at, bytes) {
+    if (name !== JOURNAL) return;
+    this.report(false);
+    if (kind === 'append') this.pending = linesOf(bytes);
+  }
+  fileSync(name) {
+    super.fileSync(name);
+    if (name === JOURNAL) this.report(true);
+  }
+  report(durable) {
+    if (this.pending.length === 0) return;
+    const entries = this.pending;
+    this.pending = [];
+    this.emit({ kind: 'journal', entries, durable, total: linesOf(this.bytes()).length });
   }
 }
 
@@ -31,48 +49,45 @@ class WatchedJournal extends MemoryJournal {
  * `components`: { gate } (GateComponent). Returns the runner's report and the journal.
  */
 export async function play(vector, { components, show }) {
-  await journalFormat();
   const events = [];
   const emit = (ev) => events.push(ev);
   const journal = new WatchedJournal(emit);
-  const report = await runVector(vector, {
-    gate: components.gate, journal, storage: { bytes: () => journal.bytes() }, host: 'browser', note: emit,
-  });
-  emit({ kind: 'end', report, lines: [...journal.lines] });
+  const report = await runVector(vector, { gate: components.gate, storage: journal, host: 'browser', note: emit });
+  journal.report(false);
+  const lines = linesOf(journal.bytes());
+  emit({ kind: 'end', report, lines: [...lines] });
   for (const ev of events) await show(ev);
-  return { report, lines: [...journal.lines] };
+  return { report, lines };
 }
 
 /**
- * A read-only gate over a list of journal lines: receipts and `verify` for the journal as
- * it stands on screen (or as a person edited it). One component instance, the lines swapped.
+ * A gate over a list of journal lines: receipts and `verify` for the journal as it stands on
+ * screen (or as a person edited it). One component instance, its storage swapped and the
+ * journal opened again on each load.
  */
 export class JournalView {
   static async create(gateComponent) {
-    await journalFormat();
     const holder = { current: new MemoryJournal() };
-    const journal = {
-      append: () => {
-        throw new Error('the journal view is read-only');
-      },
-      read: (...a) => holder.current.read(...a),
-      length: (...a) => holder.current.length(...a),
-      openStreams: () => holder.current.openStreams(),
-      streams: () => holder.current.streams(),
-      sync: () => {},
-    };
-    const gate = await Gate.instantiate(gateComponent, { journal, clock: new FakeClock(0) });
-    return new JournalView(gate, holder);
+    const storage = new Proxy({}, {
+      get: (_, name) => (name === 'backend' ? 'file' : (...a) => holder.current[name](...a)),
+    });
+    const clock = new FakeClock(0);
+    const root = await gateRoot(gateComponent, { storage, clock });
+    return new JournalView(new Gate(root, storage, clock), root, holder);
   }
 
-  constructor(gate, holder) {
+  constructor(gate, root, holder) {
     this.gate = gate;
+    this.root = root;
     this.holder = holder;
   }
 
-  /** Loads `lines`; throws the journal's JournalError when they do not even parse. */
+  /** Loads `lines`; throws the journal's JournalError when they do not even open. */
   load(lines) {
-    this.holder.current = MemoryJournal.fromLines(lines);
+    const j = new MemoryJournal();
+    if (lines.length) j.fileAppend(JOURNAL, 0, new TextEncoder().encode(lines.map((l) => `${l}\n`).join('')));
+    this.holder.current = j;
+    admin(() => this.root.journalAdmin.open('file'));
   }
 
   receipt(effectId) {
