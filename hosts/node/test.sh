@@ -11,7 +11,7 @@ export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
 export npm_config_nodedir="${npm_config_nodedir:-/usr}"
 export npm_config_build_from_source="${npm_config_build_from_source:-true}"
 
-for f in ../../dist/interlock_gate.wasm ../../dist/payments_sim.wasm ../../dist/conformance_runner.wasm; do
+for f in ../../dist/interlock_gate.wasm ../../dist/payments_sim.wasm ../../dist/conformance_runner.wasm ../../dist/journal_contract.wasm; do
   [ -f "$f" ] || { echo "missing $f: run bash scripts/build-wasm.sh first" >&2; exit 2; }
 done
 if [ ! -x /usr/bin/chromium ]; then

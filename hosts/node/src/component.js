@@ -100,20 +100,30 @@ export async function gateRoot(component, { storage, clock }) {
 }
 
 /**
+ * Runs `fn` (a component export), its `err` (jco throws it with a `payload`) thrown as
+ * `as(payload)`; anything else (a trap) as it came.
+ * @template T
+ * @param {() => T} fn
+ * @param {(payload: { tag: string, val?: unknown }) => Error} as
+ * @returns {T}
+ */
+export function unwrap(fn, as) {
+  try {
+    return fn();
+  } catch (e) {
+    const payload = /** @type {any} */ (e)?.payload;
+    if (e instanceof Error && typeof payload?.tag === 'string') throw as(payload);
+    throw e;
+  }
+}
+
+/**
  * Runs `fn` (a `journal-admin` call), its `err` thrown as a typed JournalError.
  * @template T
  * @param {() => T} fn
  * @returns {T}
  */
-export function admin(fn) {
-  try {
-    return fn();
-  } catch (e) {
-    const payload = /** @type {any} */ (e)?.payload;
-    if (e instanceof Error && typeof payload?.tag === 'string') throw journalError(payload);
-    throw e;
-  }
-}
+export const admin = (fn) => unwrap(fn, journalError);
 
 /**
  * An instance whose journal (the `backend` kind over `storage`) is open: torn tails and

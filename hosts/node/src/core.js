@@ -8,6 +8,7 @@ export { Interlock } from './interlock.js';
 export { Gate, toOutcome } from './gate.js';
 export { GateComponent, gateRoot, openedRoot, repairJournal, storageImport, admin } from './component.js';
 export { MemoryJournal } from './journal/memory.js';
+export { SqlStorage } from './journal/sql-storage.js';
 export { SystemClock, FakeClock } from './clock.js';
 export { PaymentsService, paymentsTarget, ServiceError } from './payments.js';
 export { protectWith, PremiseReadError } from './tools-core.js';

@@ -4,7 +4,7 @@
 // call becomes a premise read, a proposal, a send and a lookup, is the component's `tools`
 // session (ARCHITECTURE.md, "Tool gating"); this file calls the functions it is told to.
 import { Gate, toOutcome } from './gate.js';
-import { gateRoot } from './component.js';
+import { gateRoot, unwrap } from './component.js';
 import { answerOf, withTimeout } from './interlock.js';
 import { jsonText, assertJson } from './json.js';
 import { MemoryJournal } from './journal/memory.js';
@@ -32,20 +32,12 @@ export class PremiseReadError extends InterlockError {}
 const RESERVED = new Set(['recover', 'close', 'gate', 'gated', 'then']);
 
 /**
- * A component export's `err` (jco throws it with a `payload`) as the package's typed GateError.
+ * A component export's call, its `err` as the package's typed GateError.
  * @template T
  * @param {() => T} fn
  * @returns {T}
  */
-function typed(fn) {
-  try {
-    return fn();
-  } catch (e) {
-    const payload = /** @type {any} */ (e)?.payload;
-    if (e instanceof Error && typeof payload?.tag === 'string') throw gateError(payload);
-    throw e;
-  }
-}
+const typed = (fn) => unwrap(fn, gateError);
 
 /**
  * A finished call as protect() answers it.

@@ -12,6 +12,7 @@
 import { Worker, MessageChannel, receiveMessageOnPort } from 'node:worker_threads';
 import { createRequire } from 'node:module';
 import { JournalError, StorageError } from '../errors.js';
+import { SqlStorage } from './sql-storage.js';
 
 /**
  * @import { Storage, Statement, SqlValue } from '../types.js'
@@ -56,7 +57,7 @@ function describe(url) {
 }
 
 /** @implements {Storage} */
-export class PostgresJournal {
+export class PostgresJournal extends SqlStorage {
   backend = /** @type {const} */ ('postgres');
   /** How long a call waits for the database, by default (ms). */
   static DEFAULT_TIMEOUT_MS = 30_000;
@@ -88,6 +89,7 @@ export class PostgresJournal {
    */
   constructor(url, timeoutMs) {
     const { name, connectTimeoutMs } = describe(url);
+    super(`PostgreSQL journal ${name}`);
     this.#url = url;
     this.#connectTimeoutMs = connectTimeoutMs;
     /** `database on host:port as user`, for messages. */
@@ -150,34 +152,9 @@ export class PostgresJournal {
    */
   sqlBatch(statements, write, durable) {
     const rows = this.#call({ batch: { statements, write, durable } });
-    this.#count(write, durable);
+    this.count(write, durable);
     return rows;
   }
-
-  /** Writing transactions committed, and those of them that were durable. */
-  commits = 0;
-  durableCommits = 0;
-
-  /**
-   * @param {boolean} write
-   * @param {boolean} durable
-   */
-  #count(write, durable) {
-    if (!write) return;
-    this.commits += 1;
-    if (durable) this.durableCommits += 1;
-  }
-
-  /** @returns {never} */
-  fileSize() {
-    throw new StorageError('unsupported', `PostgreSQL journal ${this.name} is a SQL journal, not a file one`);
-  }
-  fileRead = this.fileSize;
-  fileAppend = this.fileSize;
-  fileSync = this.fileSize;
-  fileTruncate = this.fileSize;
-  fileReplace = this.fileSize;
-  fileCreate = this.fileSize;
 
   /** Closes the connection and ends the worker. */
   close() {

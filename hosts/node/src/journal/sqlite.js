@@ -10,6 +10,7 @@ import fs from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { createRequire } from 'node:module';
 import { JournalError, StorageError } from '../errors.js';
+import { SqlStorage } from './sql-storage.js';
 
 /**
  * @import { Storage, SqlValue, Statement } from '../types.js'
@@ -50,7 +51,7 @@ function createOwnerOnly(path) {
 }
 
 /** @implements {Storage} */
-export class SqliteJournal {
+export class SqliteJournal extends SqlStorage {
   backend = /** @type {const} */ ('sqlite');
   /** @type {Database | null} null once closed */
   #db;
@@ -90,6 +91,7 @@ export class SqliteJournal {
    * @param {unknown} db better-sqlite3's Database
    */
   constructor(path, db) {
+    super(`SQLite journal ${path}`);
     this.path = path;
     this.#db = /** @type {Database} */ (db);
   }
@@ -136,7 +138,7 @@ export class SqliteJournal {
         return [];
       });
       db.exec('COMMIT');
-      this.#count(write, durable);
+      this.count(write, durable);
       return out;
     } catch (e) {
       if (db.inTransaction) db.exec('ROLLBACK');
@@ -151,31 +153,6 @@ export class SqliteJournal {
     const why = busy ? `other writers held the database for longer than ${BUSY_TIMEOUT_MS / 1000} s: ` : '';
     return new StorageError('io', `SQLite journal ${this.path}: ${why}${/** @type {Error} */ (e).message}`);
   }
-
-  /** Writing transactions committed, and those of them that were durable. */
-  commits = 0;
-  durableCommits = 0;
-
-  /**
-   * @param {boolean} write
-   * @param {boolean} durable
-   */
-  #count(write, durable) {
-    if (!write) return;
-    this.commits += 1;
-    if (durable) this.durableCommits += 1;
-  }
-
-  /** @returns {never} */
-  fileSize() {
-    throw new StorageError('unsupported', `SQLite journal ${this.path} is a SQL journal, not a file one`);
-  }
-  fileRead = this.fileSize;
-  fileAppend = this.fileSize;
-  fileSync = this.fileSize;
-  fileTruncate = this.fileSize;
-  fileReplace = this.fileSize;
-  fileCreate = this.fileSize;
 
   close() {
     this.#db?.close();

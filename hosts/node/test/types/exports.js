@@ -29,7 +29,7 @@ export const CORE_EXPORTS = /** @type {const} */ ([
   'ContentionError', 'CorruptJournalError', 'CrashedError', 'FakeClock', 'Gate', 'GateComponent',
   'GateError', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError', 'JournalError',
   'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'PaymentsService', 'PremiseReadError',
-  'Rejected', 'ServiceError', 'StorageError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError',
+  'Rejected', 'ServiceError', 'SqlStorage', 'StorageError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError',
   'TornTailError', 'UnexpectedReplyError', 'UnknownEffectError', 'UnknownOperationError',
   'UnsupportedJournalError', 'admin', 'assertJson', 'describeJournalError', 'gateError', 'gateRoot',
   'invalidField', 'journalError', 'jsonText', 'openedRoot', 'paymentsTarget', 'protectWith',
