@@ -8,11 +8,14 @@ written here would drift from the other hosts: it would be a bug.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import hashlib
 import inspect
 import json
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -44,8 +47,6 @@ if TYPE_CHECKING:
 
 GATE_WASM = "interlock_gate.wasm"
 PAYMENTS_WASM = "payments_sim.wasm"
-GATE_INTERFACE = "interlock:gate/gate@0.1.0"
-TOOLS_INTERFACE = "interlock:gate/tools@0.1.0"
 STORAGE_INTERFACE = "interlock:gate/storage@0.1.0"
 CLOCK_PREFIX = "wasi:clocks/wall-clock@"
 
@@ -524,6 +525,18 @@ _STORAGE_CALLS = {"file-size": "file_size", "file-read": "file_read", "file-appe
                   "file-sync": "file_sync", "file-truncate": "file_truncate", "file-replace": "file_replace",
                   "file-create": "file_create", "sql-batch": "sql_batch"}
 
+# Every instance alive, released at exit while the interpreter still runs: a store dropped
+# during its finalization calls wasmtime-py's host-function finalizers too late (a crash).
+_LIVE: "weakref.WeakSet[GateHost]" = weakref.WeakSet()
+
+
+@atexit.register
+def _release_all() -> None:
+    for host in list(_LIVE):
+        host.release()
+    gc.collect()
+
+
 def storage_imports(journal: JournalRef) -> Dict[str, Callable[..., Any]]:
     """The host functions of ``interlock:gate/storage`` over ``journal``'s storage. A
     failure is the call's ``storage-error`` (never a trap): a host exception is ``io``."""
@@ -585,8 +598,17 @@ class GateHost:
             raise GateTrap(f"the gate component does not fit this host's imports: {e}") from e
         self._linker = linker  # keeps the host functions alive with the instance
         self._funcs: Dict[str, Any] = {}
+        _LIVE.add(self)
         if open:
             self.open_journal()
+
+    def release(self) -> None:
+        """Drops the instance (its store and host functions) now: it cannot be used again."""
+        with self.lock:
+            self.broken = True
+            self._funcs.clear()
+            for attr in ("_instance", "store", "_linker"):
+                self.__dict__.pop(attr, None)
 
     # -- imports
 
@@ -874,19 +896,21 @@ class GateHost:
         return await self.adrive(self.recover_step(effect_id, claim_wait), targets)
 
 
+def _per_effect(host: GateHost, e: Exception) -> Exception:
+    """One effect's error, reported with it; a trap or a crash stops everything."""
+    if isinstance(e, (GateTrap, SimulatedCrash)) or host.broken:
+        raise e
+    return e
+
+
 def recover_each(host: GateHost, recover: Callable[[str], Any]) -> List[Tuple[str, Any]]:
-    """``[(effect_id, recover(effect_id) or its exception)]`` for every open effect. One
-    effect's gate error does not stop the others; a trap or a crash stops everything."""
+    """``[(effect_id, recover(effect_id) or its exception)]`` for every open effect."""
     results: List[Tuple[str, Any]] = []
     for effect_id in host.open_effects():
         try:
             results.append((effect_id, recover(effect_id)))
-        except (GateTrap, SimulatedCrash):
-            raise
         except Exception as e:  # noqa: BLE001 - reported per effect
-            if host.broken:
-                raise
-            results.append((effect_id, e))
+            results.append((effect_id, _per_effect(host, e)))
     return results
 
 
@@ -895,12 +919,8 @@ async def arecover_each(host: GateHost, recover: Callable[[str], Awaitable[Any]]
     for effect_id in host.open_effects():
         try:
             results.append((effect_id, await recover(effect_id)))
-        except (GateTrap, SimulatedCrash):
-            raise
         except Exception as e:  # noqa: BLE001 - reported per effect
-            if host.broken:
-                raise
-            results.append((effect_id, e))
+            results.append((effect_id, _per_effect(host, e)))
     return results
 
 

@@ -54,6 +54,16 @@ def _field(statement: Any, name: str) -> Any:
     return getattr(statement, name)  # wasmtime-py keeps WIT's kebab-case names
 
 
+def _answer(cur: Any, i: int, s: Any) -> List[Any]:
+    """Statement ``i``'s rows, or none after checking the rows it changed."""
+    if cur.description is not None:
+        return [_columns(row, i) for row in cur.fetchall()]
+    want = _field(s, "expect-changes")
+    if want is not None and cur.rowcount != want:
+        raise StorageError("unexpected-changes", i)
+    return []
+
+
 def _columns(row: Any, i: int) -> List[Any]:
     out = []
     for c, v in enumerate(row):
@@ -142,13 +152,7 @@ class SqliteJournal(Storage):
 
     @staticmethod
     def _run(conn: sqlite3.Connection, i: int, s: Any) -> List[Any]:
-        cur = conn.execute(s.sql, list(s.params))
-        if cur.description is not None:
-            return [_columns(row, i) for row in cur.fetchall()]
-        want = _field(s, "expect-changes")
-        if want is not None and cur.rowcount != want:
-            raise StorageError("unexpected-changes", i)
-        return []
+        return _answer(conn.execute(s.sql, list(s.params)), i, s)
 
 
 def _psycopg() -> Any:
@@ -263,13 +267,7 @@ class PostgresJournal(Storage):
     def _run(cur: Any, i: int, s: Any) -> List[Any]:
         from psycopg.types.numeric import Int8
 
-        cur.execute(s.sql, [Int8(p) if isinstance(p, int) else p for p in s.params])
-        if cur.description is not None:
-            return [_columns(row, i) for row in cur.fetchall()]
-        want = _field(s, "expect-changes")
-        if want is not None and cur.rowcount != want:
-            raise StorageError("unexpected-changes", i)
-        return []
+        return _answer(cur.execute(s.sql, [Int8(p) if isinstance(p, int) else p for p in s.params]), i, s)
 
 
 def _describe(params: Dict[str, Any]) -> str:
