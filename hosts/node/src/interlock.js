@@ -5,7 +5,7 @@
 // workerd (the entry points pick the storage).
 import { Gate, toOutcome } from './gate.js';
 import { assertJson, jsonText } from './json.js';
-import { Rejected, TargetTimeoutError, InterlockError, InvalidFieldError } from './errors.js';
+import { Rejected, TargetTimeoutError, InterlockError, InvalidFieldError, invalidField } from './errors.js';
 import { SystemClock } from './clock.js';
 
 /**
@@ -177,7 +177,19 @@ export class Interlock {
       if (def.params) def.params.forEach((p, i) => assertJson(args[i], `/effect/${p}`));
       else assertJson(args[0], '/effect');
       const o = Object.keys(overrides).length ? jsonText(overrides) : undefined;
-      return this.#run(this.gate.call('effects', how, def.target, JSON.stringify(args), o));
+      /** @type {EffectStep} */
+      let first;
+      try {
+        first = this.gate.call('effects', how, def.target, JSON.stringify(args), o);
+      } catch (e) {
+        // A value the gate refuses is named at its place in the effect (`/effect/<param>`),
+        // not in the list of values that carries it (as every host names it).
+        if (!(e instanceof InvalidFieldError)) throw e;
+        const [, at, i, ...rest] = String(e.payload.field).split('/');
+        if (at !== 'values' || !def.params?.[Number(i)]) throw e;
+        throw invalidField(['', 'effect', def.params[Number(i)], ...rest].join('/'), e.payload.problem);
+      }
+      return this.#run(first);
     };
     /** @param {EffectOverrides} overrides */
     const call = (overrides) => async (/** @type {A} */ ...args) => outcome(await start('call', overrides, args));

@@ -76,7 +76,6 @@ class World {
     if (d.lease) def.lease = d.lease;
     if (d.bounds) def.bounds = d.bounds;
     if (d.timeout_ms) def.timeoutMs = d.timeout_ms;
-    if (this.v.world?.approval) def.approval = this.v.world.approval.approval;
     if (d.premises) def.premises = async () => Object.fromEntries(d.premises.map((/** @type {string} */ n) => [n, this.premises[n]]));
     if (d.allowed) {
       def.allowed = async () => {
@@ -100,6 +99,8 @@ class World {
       const e = Object.fromEntries(d.params.map((/** @type {string} */ p, /** @type {number} */ i) => [p, args[i]]));
       const key = d.key.replace(/\{(\w+)\}/g, (/** @type {string} */ _, /** @type {string} */ p) => e[p]);
       await gate.approve({ approval: a.approval, approver: a.approver, request: { key, effect: e }, premises_seen: a.premises_seen });
+      // The call names the approval it runs under (it overrides the definition's lease).
+      return effect.with({ approval: a.approval })(...args);
     }
     return effect(...args);
   }

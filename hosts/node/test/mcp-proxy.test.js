@@ -12,12 +12,14 @@ import path from 'node:path';
 import { Payments } from '../src/index.js';
 import { refundConfig, paymentsTools, ORDER, LEASE } from './fixtures/mcp/payments-tools.js';
 import { protect } from '../src/tools.js';
+import { GATE_WASM } from './helpers.js';
 import {
   tmp, serverArgs, stateFile, start, startHttpServer, stdioClient, httpClient, freePort, waitFor, value, text, lease, alive, sleep,
 } from './fixtures/mcp/harness.js';
 
 const PROXIES = [
-  { name: 'interlock mcp-proxy', variable: 'INTERLOCK_CLI', command: process.env.INTERLOCK_CLI, prefix: ['mcp-proxy'] },
+  // The CLI runs the component this package transpiles (dist/), not whatever its search finds first.
+  { name: 'interlock mcp-proxy', variable: 'INTERLOCK_CLI', command: process.env.INTERLOCK_CLI, prefix: ['--wasm', GATE_WASM, 'mcp-proxy'] },
   { name: 'python -m interlock.mcp_proxy', variable: 'INTERLOCK_PYTHON', command: process.env.INTERLOCK_PYTHON, prefix: ['-m', 'interlock.mcp_proxy'] },
 ];
 const TOOLS = ['create_refund', 'echo', 'find_refund', 'get_order', 'refund_by_hand'];

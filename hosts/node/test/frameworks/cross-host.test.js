@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { cliBinary } from '../helpers.js';
+import { cliBinary, GATE_WASM } from '../helpers.js';
 import { Payments } from '../../src/index.js';
 import { tmp, serverArgs, stateFile, stdioClient, lease } from '../fixtures/mcp/harness.js';
 import { refundConfig, ORDER } from '../fixtures/mcp/payments-tools.js';
@@ -52,7 +52,7 @@ test('a journal a JS agent crashed is recovered by the CLI and by Python byte fo
   // they write on top of the JS journal can be compared byte for byte, hashes included.
   const at = String(Date.now() + 60_000);
   const hosts = [
-    { name: 'interlock mcp-proxy', command: /** @type {string} */ (cli), prefix: ['--clock-ms', at, 'mcp-proxy'], env: process.env },
+    { name: 'interlock mcp-proxy', command: /** @type {string} */ (cli), prefix: ['--wasm', GATE_WASM, '--clock-ms', at, 'mcp-proxy'], env: process.env },
     { name: 'python -m interlock.mcp_proxy', command: python, prefix: ['-m', 'interlock.mcp_proxy', '--clock-ms', at], env: { ...process.env, PYTHONPATH: PY_SRC, ...DIST } },
   ];
   const after = [];
