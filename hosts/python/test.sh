@@ -22,6 +22,10 @@ for c in interlock_gate.wasm payments_sim.wasm journal_contract.wasm conformance
   fi
 done
 
+# The CLI (cross-host tests, its MCP proxy) runs dist/'s component, the one the wheel
+# carries: its own search finds a cargo target directory's build first, which may be newer.
+export INTERLOCK_WASM=${INTERLOCK_WASM:-$ROOT/dist/interlock_gate.wasm}
+
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'ruff>=0.17,<0.18' 'mypy>=2,<3' \
