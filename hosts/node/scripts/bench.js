@@ -1,16 +1,15 @@
 // Per-call cost of the Node host: `node scripts/bench.js [N]`.
 // Measures, after a warm-up, (a) a cheap export call (effect-id-of), (b) a whole submit
-// (submit -> capture -> resume -> apply -> resume -> done: 3 export calls, ~10 journal
-// import calls, 1 durable append) on the in-memory journal and (c) on the file journal
-// (fdatasync included), with jco's output as patched by scripts/build.js and, for
-// comparison, as jco emits it (transpiled again into .tmp/, unpatched).
-import { execFileSync } from 'node:child_process';
+// (submit -> capture -> resume -> apply -> resume -> done: 3 export calls, the storage
+// calls of the journal inside the gate, 1 durable append) on the in-memory storage and (c)
+// on a folder (fdatasync included), with jco's output as scripts/build.js leaves it (gen/).
 import { readFile } from 'node:fs/promises';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Gate, GateComponent } from '../src/gate.js';
+import { Gate } from '../src/gate.js';
+import { GateComponent } from '../src/component.js';
 import { MemoryJournal } from '../src/journal/memory.js';
 import { FileJournal } from '../src/journal/file.js';
 import { FakeClock } from '../src/clock.js';
@@ -36,7 +35,7 @@ const proposal = (i) => ({
 });
 
 async function measure(comp, journal) {
-  const gate = await Gate.instantiate(comp, { journal, clock: new FakeClock(1_800_000_000_000) });
+  const gate = await Gate.instantiate(comp, { storage: journal, clock: new FakeClock(1_800_000_000_000) });
   await gate.grantLease('l', 1_900_000_000_000);
   for (let i = 0; i < 200; i++) gate.effectIdOf(proposal(i));
   for (let i = 0; i < 200; i++) await gate.submit(proposal(`w${i}`), targets);
@@ -52,12 +51,8 @@ async function measure(comp, journal) {
   return { cheap, submit };
 }
 
-const tmp = join(root, '.tmp');
-const unpatched = join(tmp, 'gen-unpatched');
-execFileSync(process.execPath, [join(root, 'node_modules/@bytecodealliance/jco/dist/jco.js'), 'transpile',
-  join(root, '../../dist/interlock_gate.wasm'), '-o', unpatched, '--instantiation', 'async', '--quiet']);
 const rows = [];
-for (const [label, dir] of [['patched (gen/)', join(root, 'gen/gate')], ['jco as emitted', unpatched]]) {
+for (const [label, dir] of [['gen/ (jco as emitted)', join(root, 'gen/gate')]]) {
   const comp = await component(dir);
   const mem = await measure(comp, new MemoryJournal());
   const fdir = mkdtempSync(join(tmpdir(), 'interlock-bench-'));
@@ -68,7 +63,7 @@ for (const [label, dir] of [['patched (gen/)', join(root, 'gen/gate')], ['jco as
   rows.push({ label, cheap: mem.cheap, mem: mem.submit, file: file.submit });
 }
 console.log(`node ${process.version}, N=${N} (after 200 warm-up calls each)`);
-console.log('build            effect-id-of  submit(memory)  submit(file, fdatasync)');
+console.log('build                  effect-id-of  submit(memory)  submit(file, fdatasync)');
 for (const r of rows) {
-  console.log(`${r.label.padEnd(16)} ${r.cheap.toFixed(1).padStart(9)} µs ${r.mem.toFixed(1).padStart(11)} µs ${r.file.toFixed(1).padStart(14)} µs`);
+  console.log(`${r.label.padEnd(22)} ${r.cheap.toFixed(1).padStart(9)} µs ${r.mem.toFixed(1).padStart(11)} µs ${r.file.toFixed(1).padStart(14)} µs`);
 }
