@@ -52,7 +52,7 @@ async function measure(comp, journal) {
 }
 
 const rows = [];
-for (const [label, dir] of [['gen/ (jco as emitted)', join(root, 'gen/gate')]]) {
+for (const [label, dir] of [['gen/ (jco, JCO_DEBUG defined false)', join(root, 'gen/gate')]]) {
   const comp = await component(dir);
   const mem = await measure(comp, new MemoryJournal());
   const fdir = mkdtempSync(join(tmpdir(), 'interlock-bench-'));

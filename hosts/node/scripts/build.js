@@ -3,6 +3,12 @@
 // instantiation mode: the host passes the imports (storage, clock) as an object, so the same
 // JS runs in Node, in a browser and in workerd. jco's output is used as it comes (no text
 // patch), its .d.ts files included: they are the interface types the JS is checked against.
+// One build-time constant is set with esbuild's `define` (the standard way to fix an
+// environment lookup at build time, as bundlers do for NODE_ENV): jco's glue reads
+// `globalThis.process.env.JCO_DEBUG` on every call and on every import it lowers, and in
+// Node each read goes through the environment's interceptor: about half of a cheap call's
+// time (results/bench.md, "Node"). With it defined false the debug logging is compiled out;
+// to see jco's debug log, build with INTERLOCK_JCO_DEBUG=1.
 // gen/manifest.json lists each component's core modules (stable names: a loader that cannot
 // compile at run time, workerd, imports them by name).
 import { execFileSync } from 'node:child_process';
@@ -10,6 +16,7 @@ import { createHash } from 'node:crypto';
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync, existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { transformSync } from 'esbuild';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = process.env.INTERLOCK_DIST ?? resolve(root, '../../dist');
@@ -40,6 +47,21 @@ for (const c of components) {
   const out = join(gen, c.out);
   mkdirSync(out, { recursive: true });
   execFileSync(process.execPath, [jco, 'transpile', src, '-o', out, '--instantiation', 'async', '--quiet'], { stdio: 'inherit' });
+  if (!process.env.INTERLOCK_JCO_DEBUG) {
+    for (const f of readdirSync(out).filter((f) => f.endsWith('.js'))) {
+      const path = join(out, f);
+      const { code } = transformSync(readFileSync(path, 'utf8'), {
+        define: { 'globalThis.process.env.JCO_DEBUG': 'false' },
+        format: 'esm',
+        target: 'es2022',
+      });
+      if (code.includes('JCO_DEBUG')) {
+        console.error(`${path}: jco's output reads JCO_DEBUG in a way the define does not reach; every call pays an environment lookup`);
+        process.exit(1);
+      }
+      writeFileSync(path, code);
+    }
+  }
   if (c.out.startsWith('..')) continue;
   manifest[c.out] = {
     wasm: c.wasm,
