@@ -51,7 +51,7 @@ const fig = (id, what, value, unit, detail = '', goal, met) => {
 };
 
 const component = await gateComponent();
-const newGate = (journal) => Gate.instantiate(component, { journal, clock: new FakeClock(T0_MS) });
+const newGate = (storage) => Gate.instantiate(component, { storage, clock: new FakeClock(T0_MS) });
 
 // Submit over an in-memory journal.
 const rounds = quick ? 2 : 15;
@@ -100,13 +100,20 @@ fig('node.instantiate', 'Node: instantiate the gate (compiled modules cached)', 
 const dir = fs.mkdtempSync(join(os.homedir(), '.cache', 'bench-node-'));
 try {
   const fj = FileJournal.open(join(dir, 'journal'));
+  // The storage's fdatasyncs, counted where the gate asks for them.
+  let fsyncs = 0;
+  const sync = fj.fileSync.bind(fj);
+  fj.fileSync = (name) => {
+    fsyncs += 1;
+    return sync(name);
+  };
   const fg = await newGate(fj);
   await fg.grantLease(LEASE, LEASE_UNTIL_MS);
   const raw = fs.openSync(join(dir, 'raw.bin'), 'a');
   const size = () => fs.statSync(join(dir, 'journal', 'journal.jsonl')).size;
   const [g, w] = [[], []];
   const count = quick ? 5 : 300;
-  const fs0 = fj.fsyncs;
+  const fs0 = fsyncs;
   for (let i = 0; i < count; i++) {
     const s0 = size();
     let t = performance.now();
@@ -119,9 +126,9 @@ try {
     w.push(performance.now() - t);
   }
   fs.closeSync(raw);
-  const perEffect = (fj.fsyncs - fs0) / count;
-  fig('node.fsyncs_per_effect', 'Node: fdatasync per submitted effect (FileJournal.fsyncs)', perEffect, '',
-    `${fj.fsyncs - fs0} for ${count}`, '= 1', perEffect === 1);
+  const perEffect = (fsyncs - fs0) / count;
+  fig('node.fsyncs_per_effect', 'Node: fdatasync per submitted effect (the storage\'s file-sync calls)', perEffect, '',
+    `${fsyncs - fs0} for ${count}`, '= 1', perEffect === 1);
   const ratio = median(g) / median(w);
   fig('node.submit_vs_raw_fsync', 'Node: submit on the file journal / one raw write+fdatasync of the same bytes', ratio, 'x',
     `median submit ${(median(g) * 1000).toFixed(0)} µs, raw ${(median(w) * 1000).toFixed(0)} µs`, '<= 1.3x', ratio <= 1.3);
