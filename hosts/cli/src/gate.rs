@@ -362,7 +362,7 @@ impl GateHost {
     /// Records the approval rules and routes in force from now on.
     pub fn set_approval_rules(&mut self, rules: &str) -> Result<(), Error> {
         let api = self.api().clone();
-        gate(api.call_set_approval_rules(&mut self.store, rules))
+        gate(api.call_set_approval_rules(&mut self.store, &rules.to_owned()))
     }
 
     /// The approval rules in force (JSON; `{}` when none).
@@ -380,7 +380,7 @@ impl GateHost {
     /// A person's decision on an inbox item; answers the item after (JSON).
     pub fn decide(&mut self, decision: &str) -> Result<String, Error> {
         let api = self.api().clone();
-        gate(api.call_decide(&mut self.store, decision))
+        gate(api.call_decide(&mut self.store, &decision.to_owned()))
     }
 
     /// A service's signed webhook, checked and recorded (JSON: what it recorded).

@@ -587,7 +587,7 @@ impl Run {
     }
 
     /// A person's decision on a task's inbox item (`gate.decide`); with `expect_error` it
-    /// must be refused (an `invalid-field` whose problem contains that text), the journal
+    /// must be refused (an `invalid-field` whose pointer and problem contain that text), the journal
     /// unchanged.
     fn decide_item(&mut self, step: &Value) -> Res<()> {
         let item = self.item_of(step)?;
@@ -604,9 +604,12 @@ impl Run {
         let got = gate::decide(&d.to_string());
         match (got, step.get("expect_error").and_then(Value::as_str)) {
             (Ok(_), None) => {}
-            (Err(GateError::InvalidField(f)), Some(want)) if f.problem.contains(want) => {
+            (Err(GateError::InvalidField(f)), Some(want))
+                if format!("{} {}", f.field, f.problem).contains(want) =>
+            {
                 if self.journal_sha256() != before {
-                    self.failures.push("decide_item: a refused decision changed the journal".into());
+                    self.failures
+                        .push("decide_item: a refused decision changed the journal".into());
                 }
             }
             (got, want) => self
@@ -622,10 +625,20 @@ impl Run {
         self.call("inbox", json!([]));
         let text = gate::inbox().map_err(|e| gate_err("inbox", e))?;
         let items: Vec<Value> = serde_json::from_str(&text).map_err(|e| format!("inbox: {e}"))?;
-        note(json!({"kind": "gate", "worker": self.worker, "name": "inbox", "args": [], "out": items}));
-        let want = step.get("expect").and_then(Value::as_array).cloned().unwrap_or_default();
+        note(
+            json!({"kind": "gate", "worker": self.worker, "name": "inbox", "args": [], "out": items}),
+        );
+        let want = step
+            .get("expect")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         if want.len() != items.len() {
-            self.failures.push(format!("inbox: {} items, expected {}: {items:?}", items.len(), want.len()));
+            self.failures.push(format!(
+                "inbox: {} items, expected {}: {items:?}",
+                items.len(),
+                want.len()
+            ));
             return Ok(());
         }
         for (w, got) in want.iter().zip(&items) {
@@ -638,7 +651,8 @@ impl Run {
             }
             for (k, v) in checked.as_object().expect("an object") {
                 if got.get(k) != Some(v) {
-                    self.failures.push(format!("inbox: {k} is {:?}, expected {v}", got.get(k)));
+                    self.failures
+                        .push(format!("inbox: {k} is {:?}, expected {v}", got.get(k)));
                 }
             }
         }
