@@ -298,7 +298,10 @@ impl imported::Host for Driver {
     fn inbox(&mut self) -> wasmtime::Result<Result<String, imported::GateError>> {
         forward(self.worker()?.inbox(), |s| s)
     }
-    fn decide(&mut self, decision: String) -> wasmtime::Result<Result<String, imported::GateError>> {
+    fn decide(
+        &mut self,
+        decision: String,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
         forward(self.worker()?.decide(&decision), |s| s)
     }
     fn approval_rules(&mut self) -> wasmtime::Result<Result<String, imported::GateError>> {

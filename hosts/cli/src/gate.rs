@@ -8,8 +8,8 @@ use std::fmt;
 
 use wasmtime::Store;
 
-use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
 pub use crate::bindings::exports::interlock::gate::gate::WebhookScheme;
+use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
 use crate::bindings::exports::interlock::gate::journal_admin::{Guest as AdminApi, RepairReport};
 use crate::bindings::exports::interlock::gate::tools::Guest as ToolsApi;
 use crate::bindings::interlock::gate::target::{Ask, Reply, Step};

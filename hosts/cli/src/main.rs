@@ -6,8 +6,8 @@
 mod cli;
 mod demo;
 mod operator;
-mod people;
 mod output;
+mod people;
 
 use std::fmt::Display;
 use std::io::Read;
@@ -151,7 +151,14 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             verdict,
             evidence,
             person,
-        } => people::decide(ctx, &dir, &item, verdict.as_str(), &person, evidence.as_deref()),
+        } => people::decide(
+            ctx,
+            &dir,
+            &item,
+            verdict.as_str(),
+            &person,
+            evidence.as_deref(),
+        ),
         Cmd::Inbox { dir } => people::inbox(ctx, &dir),
         Cmd::Rules { dir, file } => people::rules(ctx, &dir, file.as_deref()),
         Cmd::Confirm {

@@ -40,7 +40,9 @@ fn line(it: &Value) -> String {
     out.push_str(&format!(
         "  {} on {}: {}",
         s("agent"),
-        it.pointer("/target/name").and_then(Value::as_str).unwrap_or(""),
+        it.pointer("/target/name")
+            .and_then(Value::as_str)
+            .unwrap_or(""),
         it.get("effect").map(Value::to_string).unwrap_or_default()
     ));
     if !s("route").is_empty() {
@@ -53,8 +55,12 @@ fn line(it: &Value) -> String {
             "\n    route {} ({}), {} of {} approvals",
             s("route"),
             who.join(", "),
-            it.get("approved_by").and_then(Value::as_array).map_or(0, Vec::len),
-            it.get("approvals_needed").and_then(Value::as_u64).unwrap_or(1)
+            it.get("approved_by")
+                .and_then(Value::as_array)
+                .map_or(0, Vec::len),
+            it.get("approvals_needed")
+                .and_then(Value::as_u64)
+                .unwrap_or(1)
         ));
         if let Some(at) = it.get("expires_at_ms").and_then(Value::as_u64) {
             out.push_str(&format!(", expires at {at} ms"));
@@ -99,9 +105,8 @@ pub(crate) fn decide(
         d["why"] = w.clone().into();
     }
     if let Some(e) = evidence {
-        d["evidence"] = serde_json::from_str(e).map_err(|e| {
-            Failure::new(2, "invalid_json", format!("--evidence is not JSON: {e}"))
-        })?;
+        d["evidence"] = serde_json::from_str(e)
+            .map_err(|e| Failure::new(2, "invalid_json", format!("--evidence is not JSON: {e}")))?;
     }
     let after = ctx
         .gate(dir)?
