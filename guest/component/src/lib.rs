@@ -91,7 +91,7 @@ same_enum!(core_::Reason => ty::Reason {
     ConflictingPayload, LeaseMissing, LeaseExpired, LeaseRevoked, NotAllowed, PremiseChanged,
     ApprovalMissing, ApprovalExpired, ApprovalRevoked, ApprovalStale, CapExceeded, TargetRejected,
     NoDedupeNoLookup, DedupeWindowPassed, ClaimLive, ReadFailed, TargetUnavailable,
-    TargetUnroutable,
+    TargetUnroutable, ApprovalPending, ApprovalRejected,
 });
 same_enum!(core_::ProblemKind => g::ProblemKind { HashMismatch, BrokenLink, BadSeq, Unparsable, Truncated });
 
@@ -321,6 +321,44 @@ impl g::Guest for Component {
     fn verify(anchors: Vec<String>) -> Result<g::VerifyReport, g::GateError> {
         with_gate(|gate, j, _| gate.verify(j, &anchors))
             .map(report)
+            .map_err(err)
+    }
+    fn set_approval_rules(rules: String) -> Result<(), g::GateError> {
+        with_gate(|gate, j, now| gate.set_approval_rules(j, now, &rules)).map_err(err)
+    }
+    fn approval_rules() -> Result<String, g::GateError> {
+        with_gate(|gate, j, _| gate.approval_rules(j))
+            .map(|v| core_::canonical(&v))
+            .map_err(err)
+    }
+    fn inbox() -> Result<String, g::GateError> {
+        with_gate(|gate, j, now| gate.inbox(j, now))
+            .map(|v| core_::canonical(&v))
+            .map_err(err)
+    }
+    fn decide(decision: String) -> Result<String, g::GateError> {
+        with_gate(|gate, j, now| gate.decide(j, now, &decision))
+            .map(|v| core_::canonical(&v))
+            .map_err(err)
+    }
+    fn webhook(
+        scheme: g::WebhookScheme,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+        secret: String,
+        tolerance_s: Option<u64>,
+    ) -> Result<String, g::GateError> {
+        let scheme = match scheme {
+            g::WebhookScheme::Stripe => interlock_core::webhooks::Scheme::Stripe,
+            g::WebhookScheme::StandardWebhooks => interlock_core::webhooks::Scheme::Standard,
+        };
+        let delivery = interlock_core::webhooks::Delivery {
+            scheme,
+            headers: &headers,
+            body: &body,
+        };
+        with_gate(|gate, j, now| gate.webhook(j, now, delivery, &secret, tolerance_s))
+            .map(|v| core_::canonical(&v))
             .map_err(err)
     }
 }

@@ -20,9 +20,11 @@ mod journal;
 mod proposal;
 mod receipt;
 pub mod recovery;
+pub mod rules;
 pub mod schema;
 pub mod tools;
 mod types;
+pub mod webhooks;
 
 pub use canon::{canonical, effect_id_for, sha256_hex};
 pub use gate::Gate;

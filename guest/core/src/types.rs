@@ -66,6 +66,8 @@ spelled!(
         ReadFailed = "read_failed",
         TargetUnavailable = "target_unavailable",
         TargetUnroutable = "target_unroutable",
+        ApprovalPending = "approval_pending",
+        ApprovalRejected = "approval_rejected",
     }
 );
 

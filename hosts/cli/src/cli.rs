@@ -101,6 +101,47 @@ it runs under its agent's standing lease).
 Prints `listening on http://HOST:PORT` once it accepts requests. Exit codes: 2 a missing
 token, bad targets or a component that does not load.";
 
+const DECIDE_HELP: &str = "\
+  interlock inbox .interlock
+  interlock approve .interlock ITEM --as alice@shop --why \"customer verified\"
+  interlock reject .interlock ITEM --as alice@shop --why \"fraud pattern\"
+  interlock resolve .interlock ITEM --verdict did-not-happen --as ops@shop \\
+      --evidence '{\"statement\": \"no refund re_ for order_881\"}'
+A decider acts under a live lease in their own name (interlock lease grant DIR alice@shop
+--for 30d): one whose lease was revoked decides nothing. An approval needs a person on the
+item's route (its escalation approvers too, once escalated); a route may ask for --why and
+for several distinct approvers. Two people deciding at once: one is recorded, the other is
+told what was decided. After did-not-happen the effect is never sent again by itself: a new
+request (a new key) is a new decision.
+
+Exit codes: 0 recorded; 2 usage or input error (a decision too late or not allowed says
+why), nothing recorded (`interlock --help`).";
+
+const RULES_HELP: &str = "\
+The rules (ARCHITECTURE.md, \"Approval rules\"):
+  {\"rules\": [{\"name\": \"large\", \"target\": \"payments\",
+              \"when\": [{\"field\": \"/effect/amount_cents\", \"over\": 5000}],
+              \"then\": \"person\", \"route\": \"finance\", \"approvers_needed\": 2},
+             {\"name\": \"small\", \"target\": \"payments\",
+              \"when\": [{\"field\": \"/effect/amount_cents\", \"at_most\": 2000}], \"then\": \"approve\"}],
+   \"routes\": {\"finance\": {\"primary_approvers\": [\"alice@shop\", \"bob@shop\"],
+       \"duration_before_escalation_ms\": 3600000, \"escalation_approvers\": [\"cfo@shop\"],
+       \"duration_before_expiry_ms\": 86400000, \"justification_required\": true}}}
+The first rule that matches decides. A missed deadline escalates or expires: never a no.
+
+Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
+
+const CONFIRM_HELP: &str = "\
+  STRIPE_WEBHOOK_SECRET=whsec_... interlock confirm .interlock --scheme stripe \\
+      --secret-env STRIPE_WEBHOOK_SECRET --header \"Stripe-Signature: t=...,v1=...\" body.json
+The event names its effect by metadata.interlock_effect_id (Stripe: the refund's metadata;
+Standard Webhooks: data.interlock_effect_id). It is CONFIRMED when the service says it
+happened; an AMBIGUOUS effect the service says failed is settled did-not-happen; a service
+that contradicts the journal puts the effect in the inbox. A bad signature, a timestamp
+outside 300 s, a replayed event or an unknown effect records nothing.
+
+Exit codes: 0 recorded; 2 rejected (why on stderr), nothing recorded (`interlock --help`).";
+
 const REVOKE_HELP: &str = "\
 Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
 
@@ -189,13 +230,77 @@ pub(crate) enum Cmd {
         #[command(subcommand)]
         action: LeaseCmd,
     },
-    /// Record an approval: authority for exactly one request. Durable on return.
+    /// Approve an inbox item as a person (`--as NAME`), or record an approval (FILE):
+    /// authority for exactly one request. Durable on return.
     #[command(after_help = APPROVE_HELP)]
     Approve {
         /// The journal: a folder (it must exist), or a shared journal's URL.
         dir: PathBuf,
-        /// The approval JSON, or `-` to read it from stdin.
+        /// With --as: the inbox item (its `item`). Without: the approval JSON, or `-` to
+        /// read it from stdin.
         file: PathBuf,
+        #[command(flatten)]
+        person: Person,
+    },
+    /// Reject an inbox item as a person: the effect is refused (`approval_rejected`).
+    #[command(after_help = DECIDE_HELP)]
+    Reject {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The inbox item (its `item`).
+        item: String,
+        #[command(flatten)]
+        person: Person,
+    },
+    /// Settle an AMBIGUOUS effect (it happened, or it did not, with evidence), or dismiss
+    /// a refused one from the inbox.
+    #[command(after_help = DECIDE_HELP)]
+    Resolve {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The inbox item (its `item`).
+        item: String,
+        /// What you found.
+        #[arg(long, value_enum)]
+        verdict: Verdict,
+        /// What shows it (JSON), e.g. '{"statement": "re_123 on 12-02"}'; required for
+        /// happened and did-not-happen.
+        #[arg(long, value_name = "JSON")]
+        evidence: Option<String>,
+        #[command(flatten)]
+        person: Person,
+    },
+    /// The inbox: every item a person may act on now (pending and escalated approvals,
+    /// approvals returned with what changed, AMBIGUOUS effects, refused ones), from the
+    /// journal.
+    Inbox {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+    },
+    /// Record the approval rules and routes (JSON; FILE `-` reads stdin). Durable.
+    #[command(after_help = RULES_HELP)]
+    Rules {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The rules JSON, or `-` to read it from stdin; without it, print the rules in force.
+        file: Option<PathBuf>,
+    },
+    /// Record what a service's signed webhook confirms (the body from FILE or `-`).
+    #[command(after_help = CONFIRM_HELP)]
+    Confirm {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// How the service signs.
+        #[arg(long, value_enum)]
+        scheme: Scheme,
+        /// The environment variable holding the webhook secret (never on the command line).
+        #[arg(long, value_name = "VAR")]
+        secret_env: String,
+        /// A header as received, `Name: value` (repeat for several).
+        #[arg(long = "header", value_name = "HEADER")]
+        headers: Vec<String>,
+        /// The raw body, or `-` for stdin.
+        body: PathBuf,
     },
     /// Revoke an approval: every later dispatch or recovery under it is refused. Durable.
     #[command(after_help = REVOKE_HELP)]
@@ -296,6 +401,40 @@ pub(crate) enum LeaseCmd {
 }
 
 /// When a granted lease expires: one of the two.
+/// Who decides, and why.
+#[derive(Args)]
+pub(crate) struct Person {
+    /// Who decides: a person with a live lease in their name, on the item's route.
+    #[arg(long = "as", value_name = "NAME")]
+    pub(crate) decider: Option<String>,
+    /// Why (some routes require it).
+    #[arg(long, value_name = "TEXT")]
+    pub(crate) why: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Verdict {
+    Happened,
+    DidNotHappen,
+    Dismiss,
+}
+
+impl Verdict {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Happened => "happened",
+            Verdict::DidNotHappen => "did_not_happen",
+            Verdict::Dismiss => "dismiss",
+        }
+    }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum Scheme {
+    Stripe,
+    StandardWebhooks,
+}
+
 #[derive(Args)]
 #[group(required = true, multiple = false)]
 pub(crate) struct Until {

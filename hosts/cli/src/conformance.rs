@@ -289,6 +289,34 @@ impl imported::Host for Driver {
     ) -> wasmtime::Result<Result<imported::VerifyReport, imported::GateError>> {
         forward(self.worker()?.check_receipt(&receipt, &key), verify_report)
     }
+    fn set_approval_rules(
+        &mut self,
+        rules: String,
+    ) -> wasmtime::Result<Result<(), imported::GateError>> {
+        forward(self.worker()?.set_approval_rules(&rules), |s| s)
+    }
+    fn inbox(&mut self) -> wasmtime::Result<Result<String, imported::GateError>> {
+        forward(self.worker()?.inbox(), |s| s)
+    }
+    fn decide(
+        &mut self,
+        decision: String,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        forward(self.worker()?.decide(&decision), |s| s)
+    }
+    fn approval_rules(&mut self) -> wasmtime::Result<Result<String, imported::GateError>> {
+        Err(not_imported("approval-rules"))
+    }
+    fn webhook(
+        &mut self,
+        _: imported::WebhookScheme,
+        _: Vec<(String, String)>,
+        _: Vec<u8>,
+        _: String,
+        _: Option<u64>,
+    ) -> wasmtime::Result<Result<String, imported::GateError>> {
+        Err(not_imported("webhook"))
+    }
     // The runner's component imports only the functions it calls (above); these three are
     // in the WIT interface but never asked.
     fn send_timeout_ms(&mut self, _: String) -> wasmtime::Result<Result<u64, imported::GateError>> {

@@ -8,6 +8,7 @@ use std::fmt;
 
 use wasmtime::Store;
 
+pub use crate::bindings::exports::interlock::gate::gate::WebhookScheme;
 use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
 use crate::bindings::exports::interlock::gate::journal_admin::{Guest as AdminApi, RepairReport};
 use crate::bindings::exports::interlock::gate::tools::Guest as ToolsApi;
@@ -356,6 +357,43 @@ impl GateHost {
     pub fn revoke_approval(&mut self, approval: &str) -> Result<(), Error> {
         let api = self.api().clone();
         gate(api.call_revoke_approval(&mut self.store, approval))
+    }
+
+    /// Records the approval rules and routes in force from now on.
+    pub fn set_approval_rules(&mut self, rules: &str) -> Result<(), Error> {
+        let api = self.api().clone();
+        gate(api.call_set_approval_rules(&mut self.store, &rules.to_owned()))
+    }
+
+    /// The approval rules in force (JSON; `{}` when none).
+    pub fn approval_rules(&mut self) -> Result<String, Error> {
+        let api = self.api().clone();
+        gate(api.call_approval_rules(&mut self.store))
+    }
+
+    /// The inbox (JSON): every item a person may act on now.
+    pub fn inbox(&mut self) -> Result<String, Error> {
+        let api = self.api().clone();
+        gate(api.call_inbox(&mut self.store))
+    }
+
+    /// A person's decision on an inbox item; answers the item after (JSON).
+    pub fn decide(&mut self, decision: &str) -> Result<String, Error> {
+        let api = self.api().clone();
+        gate(api.call_decide(&mut self.store, &decision.to_owned()))
+    }
+
+    /// A service's signed webhook, checked and recorded (JSON: what it recorded).
+    pub fn webhook(
+        &mut self,
+        scheme: WebhookScheme,
+        headers: &[(String, String)],
+        body: &[u8],
+        secret: &str,
+        tolerance_s: Option<u64>,
+    ) -> Result<String, Error> {
+        let api = self.api().clone();
+        gate(api.call_webhook(&mut self.store, scheme, headers, body, secret, tolerance_s))
     }
 
     pub fn confirm(&mut self, effect: &str, evidence: &str) -> Result<Outcome, Error> {

@@ -7,6 +7,7 @@ mod cli;
 mod demo;
 mod operator;
 mod output;
+mod people;
 
 use std::fmt::Display;
 use std::io::Read;
@@ -83,6 +84,11 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
         | Cmd::Receipt { dir, .. }
         | Cmd::Repair { dir }
         | Cmd::Approve { dir, .. }
+        | Cmd::Reject { dir, .. }
+        | Cmd::Resolve { dir, .. }
+        | Cmd::Inbox { dir }
+        | Cmd::Rules { dir, .. }
+        | Cmd::Confirm { dir, .. }
         | Cmd::RevokeApproval { dir, .. }
         | Cmd::DemoChild { dir, .. }
         | Cmd::Lease {
@@ -132,7 +138,36 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
         Cmd::Lease {
             action: LeaseCmd::Revoke { dir, name },
         } => lease_revoke(ctx, &dir, &name),
-        Cmd::Approve { dir, file } => approve(ctx, &dir, &file),
+        Cmd::Approve { dir, file, person } => match person.decider {
+            Some(_) => people::decide(ctx, &dir, &file.to_string_lossy(), "approve", &person, None),
+            None => approve(ctx, &dir, &file),
+        },
+        Cmd::Reject { dir, item, person } => {
+            people::decide(ctx, &dir, &item, "reject", &person, None)
+        }
+        Cmd::Resolve {
+            dir,
+            item,
+            verdict,
+            evidence,
+            person,
+        } => people::decide(
+            ctx,
+            &dir,
+            &item,
+            verdict.as_str(),
+            &person,
+            evidence.as_deref(),
+        ),
+        Cmd::Inbox { dir } => people::inbox(ctx, &dir),
+        Cmd::Rules { dir, file } => people::rules(ctx, &dir, file.as_deref()),
+        Cmd::Confirm {
+            dir,
+            scheme,
+            secret_env,
+            headers,
+            body,
+        } => people::confirm(ctx, &dir, scheme, &secret_env, &headers, &body),
         Cmd::RevokeApproval { dir, id } => revoke_approval(ctx, &dir, &id),
         Cmd::DemoChild {
             dir,

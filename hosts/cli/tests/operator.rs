@@ -649,3 +649,134 @@ fn a_sqlite_url_is_a_journal_for_every_command_that_takes_one() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out).contains("absolute path"), "{}", text(&out));
 }
+
+/// The people's commands: a rule sends a large refund to two approvers; the inbox lists
+/// it; each approves from the command line; only then does the agent's submit go out.
+#[test]
+fn a_large_refund_waits_in_the_inbox_until_two_people_approve_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    for who in [LEASE, "alice@shop", "bob@shop"] {
+        json_of(
+            &interlock(&["--json", "lease", "grant", s(&dir), who, "--for", "1h"]),
+            0,
+        );
+    }
+    let rules = json!({
+        "rules": [{"name": "large", "target": "payments",
+                   "when": [{"field": "/effect/amount_cents", "over": 1500}],
+                   "then": "person", "route": "finance", "approvers_needed": 2}],
+        "routes": {"finance": {"primary_approvers": ["alice@shop", "bob@shop"]}}});
+    let out = interlock_stdin(&["rules", s(&dir), "-"], rules.to_string().as_bytes());
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(json_of(&interlock(&["--json", "rules", s(&dir)]), 0), rules);
+
+    let payments = new_payments(&dir, Tier::TWO);
+    let premises = payments.premises(ORDER, None).unwrap();
+    drop(payments);
+    let refund = proposal(Tier::TWO, REFUND_CENTS, premises);
+    let o = submit(&dir, &refund);
+    assert_eq!(
+        (o.state, o.reason),
+        (State::Proposed, Some(Reason::ApprovalPending)),
+        "{o:?}"
+    );
+    assert_eq!(refunds(&dir), 0);
+
+    let items = json_of(&interlock(&["--json", "inbox", s(&dir)]), 0);
+    assert_eq!(items.as_array().map(Vec::len), Some(1), "{items}");
+    assert_eq!(items[0]["item"], o.effect_id.as_str());
+    assert_eq!(items[0]["kind"], "approval");
+    let listed = interlock(&["inbox", s(&dir)]);
+    let shown = String::from_utf8_lossy(&listed.stdout);
+    assert!(shown.starts_with("1 item for a person"), "{shown}");
+    assert!(shown.contains("actions: approve, reject"), "{shown}");
+
+    let id = o.effect_id.as_str();
+    let out = interlock(&[
+        "approve",
+        s(&dir),
+        id,
+        "--as",
+        "alice@shop",
+        "--why",
+        "verified",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The same person again is not a second approval: refused, saying why.
+    let out = interlock(&["approve", s(&dir), id, "--as", "alice@shop"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already approved"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(submit(&dir, &refund).reason, Some(Reason::ApprovalPending));
+
+    let out = interlock(&["--json", "approve", s(&dir), id, "--as", "bob@shop"]);
+    assert_eq!(
+        json_of(&out, 0)["item"]["approved_by"],
+        json!(["alice@shop", "bob@shop"])
+    );
+    assert_eq!(submit(&dir, &refund).state, State::Committed);
+    assert_eq!(refunds(&dir), 1);
+    assert_eq!(
+        json_of(&interlock(&["--json", "inbox", s(&dir)]), 0),
+        json!([])
+    );
+}
+
+/// An AMBIGUOUS refund (tier 3, the demo's) is settled from the inbox by a person with a
+/// lease of their own; without one they are refused.
+#[test]
+fn an_ambiguous_refund_is_settled_from_the_inbox() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("demo");
+    let out = interlock(&["demo", "3", "--dir", s(&dir)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let items = json_of(&interlock(&["--json", "inbox", s(&dir)]), 0);
+    assert_eq!(items[0]["kind"], "ambiguous", "{items}");
+    let id = items[0]["item"].as_str().unwrap().to_string();
+    let evidence = r#"{"statement": "re_1 on order_881"}"#;
+    let settle = [
+        "resolve",
+        s(&dir),
+        &id,
+        "--verdict",
+        "happened",
+        "--as",
+        "ops@shop",
+        "--evidence",
+        evidence,
+    ];
+    let out = interlock(&settle);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("lease"),
+        "{}",
+        text(&out)
+    );
+    json_of(
+        &interlock(&[
+            "--json",
+            "lease",
+            "grant",
+            s(&dir),
+            "ops@shop",
+            "--for",
+            "8h",
+        ]),
+        0,
+    );
+    let out = interlock(&settle);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        json_of(&interlock(&["--json", "inbox", s(&dir)]), 0),
+        json!([])
+    );
+    let receipt = json_of(&interlock(&["receipt", s(&dir), &id]), 0);
+    assert_eq!(
+        (receipt["final"].as_str(), receipt["executed"].as_str()),
+        (Some("CONFIRMED"), Some("yes"))
+    );
+}

@@ -31,6 +31,7 @@ mod caps;
 mod grants;
 mod op;
 mod outcome;
+pub(crate) mod people;
 mod race;
 mod receipts;
 mod recheck;
@@ -180,6 +181,11 @@ impl Gate {
             }
             // Left open by a crash: this submit recovers it, under the recorded decision.
             return self.start(j, now_ms, op, Ctx::new(id, recorded, stream));
+        }
+        // The approval rules, before anything of the effect is recorded: a person may need
+        // to decide first.
+        if let people::Gatekeeping::Answer(o) = self.gatekeep(j, now_ms, &p, &id)? {
+            return Ok(done(op, o));
         }
         if standing {
             // Named no authority: the agent's standing lease, granted (durably) at its first

@@ -34,11 +34,14 @@ impl Gate {
         match Stream::state_of(last) {
             Some(State::Confirmed) => return self.replay(j, effect_id, &s),
             Some(State::Committed | State::Ambiguous) => {}
+            // Refused with the send's fate unknown: a person (or the service) found it
+            // happened.
+            Some(State::Refused) if last.get("executed").and_then(Value::as_str) == Some("unknown") => {}
             _ => {
                 return Err(field_err(
                     "/effect",
                     format!(
-                        "only a committed or ambiguous effect can be confirmed; this one is {}",
+                        "only a committed or ambiguous effect (or a refused one whose send may have landed) can be confirmed; this one is {}",
                         Stream::spelling_of(last)
                     ),
                 ))

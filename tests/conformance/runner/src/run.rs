@@ -131,6 +131,8 @@ fn reason_name(r: Reason) -> &'static str {
         Reason::ReadFailed => "read_failed",
         Reason::TargetUnavailable => "target_unavailable",
         Reason::TargetUnroutable => "target_unroutable",
+        Reason::ApprovalPending => "approval_pending",
+        Reason::ApprovalRejected => "approval_rejected",
     }
 }
 
@@ -577,6 +579,86 @@ impl Run {
         Ok(())
     }
 
+    /// The effect id of a decided task: its inbox item.
+    fn item_of(&self, step: &Value) -> Res<String> {
+        let name = self.task(step)?;
+        let p = self.tasks[&name].proposal.to_string();
+        gate::effect_id_of(&p).map_err(|e| gate_err("effect-id-of", e))
+    }
+
+    /// A person's decision on a task's inbox item (`gate.decide`); with `expect_error` it
+    /// must be refused (an `invalid-field` whose pointer and problem contain that text), the journal
+    /// unchanged.
+    fn decide_item(&mut self, step: &Value) -> Res<()> {
+        let item = self.item_of(step)?;
+        let mut d = json!({"item": item, "decider": str_field(step, "decider")?,
+                           "verdict": str_field(step, "verdict")?});
+        for k in ["why", "evidence"] {
+            if let Some(v) = step.get(k) {
+                d[k] = v.clone();
+            }
+        }
+        self.host();
+        let before = self.journal_sha256();
+        self.call("decide", json!([d.to_string()]));
+        let got = gate::decide(&d.to_string());
+        match (got, step.get("expect_error").and_then(Value::as_str)) {
+            (Ok(_), None) => {}
+            (Err(GateError::InvalidField(f)), Some(want))
+                if format!("{} {}", f.field, f.problem).contains(want) =>
+            {
+                if self.journal_sha256() != before {
+                    self.failures
+                        .push("decide_item: a refused decision changed the journal".into());
+                }
+            }
+            (got, want) => self
+                .failures
+                .push(format!("decide_item: expected {want:?}, got {got:?}")),
+        }
+        Ok(())
+    }
+
+    /// The inbox (`gate.inbox`) must list exactly `expect`: each `{task, kind, status?}`.
+    fn inbox(&mut self, step: &Value) -> Res<()> {
+        self.host();
+        self.call("inbox", json!([]));
+        let text = gate::inbox().map_err(|e| gate_err("inbox", e))?;
+        let items: Vec<Value> = serde_json::from_str(&text).map_err(|e| format!("inbox: {e}"))?;
+        note(
+            json!({"kind": "gate", "worker": self.worker, "name": "inbox", "args": [], "out": items}),
+        );
+        let want = step
+            .get("expect")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if want.len() != items.len() {
+            self.failures.push(format!(
+                "inbox: {} items, expected {}: {items:?}",
+                items.len(),
+                want.len()
+            ));
+            return Ok(());
+        }
+        for (w, got) in want.iter().zip(&items) {
+            let item = self.item_of(w)?;
+            let mut checked = json!({"item": item});
+            for k in ["kind", "status"] {
+                if let Some(v) = w.get(k) {
+                    checked[k] = v.clone();
+                }
+            }
+            for (k, v) in checked.as_object().expect("an object") {
+                if got.get(k) != Some(v) {
+                    self.failures
+                        .push(format!("inbox: {k} is {:?}, expected {v}", got.get(k)));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn journal_sha256(&self) -> String {
         sha256_hex(&driver::journal_bytes())
     }
@@ -613,6 +695,14 @@ impl Run {
                 self.call("approve", json!([a.to_string()]));
                 gate::approve(&a.to_string()).map_err(|e| gate_err("approve", e))?;
             }
+            "rules" => {
+                let rules = field(step, "rules")?.to_string();
+                self.host();
+                self.call("setApprovalRules", json!([rules]));
+                gate::set_approval_rules(&rules).map_err(|e| gate_err("rules", e))?;
+            }
+            "decide_item" => self.decide_item(step)?,
+            "inbox" => self.inbox(step)?,
             "lease" => {
                 let until = driver::now_ms() + u64_field(step, "expires_in_ms")?;
                 let lease = str_field(step, "lease")?;
