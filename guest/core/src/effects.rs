@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value};
 
 use crate::canon::canonical;
 use crate::journal::Journal;
-use crate::proposal::parse_input;
+use crate::proposal::{check_safe_numbers, parse_input, parse_json};
 use crate::schema::{field_err, Obj};
 use crate::types::{Ask, CallAnswer, ClaimWait, CrashPoint, GateError, Outcome, Reply, Step};
 use crate::Gate;
@@ -469,8 +469,11 @@ impl EffectSession {
         propose_only: bool,
     ) -> Result<Draft, GateError> {
         let d = self.def(target)?;
-        let values = parse_input(values, "/values")?;
+        // A value that JSON would not carry exactly is named at its place in the effect
+        // (`/effect/<param>`), not in the list of values that carries it.
+        let values = parse_json(values)?;
         let effect = d.effect(&values)?;
+        check_safe_numbers(&effect, &mut String::from("/effect"))?;
         let overrides = match parse_input(overrides, "/overrides")? {
             Value::Null => Map::new(),
             v => Obj::strict(&v, "/overrides", "a call's overrides", OVERRIDE_FIELDS)?

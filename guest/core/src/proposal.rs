@@ -82,7 +82,7 @@ pub fn parse_input(text: &str, root: &str) -> Result<Value, GateError> {
     Ok(v)
 }
 
-fn check_safe_numbers(v: &Value, at: &mut String) -> Result<(), GateError> {
+pub(crate) fn check_safe_numbers(v: &Value, at: &mut String) -> Result<(), GateError> {
     match v {
         Value::Number(n) => {
             let safe = match (n.as_u64(), n.as_i64()) {
