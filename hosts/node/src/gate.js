@@ -471,6 +471,59 @@ export class Gate {
   }
 
   /**
+   * Records the approval rules and routes in force from now on (ARCHITECTURE.md,
+   * "People in the loop"); durable on return.
+   * @param {object | string} rules
+   */
+  async setApprovalRules(rules) {
+    this.#call('setApprovalRules', jsonText(rules));
+    await this.durable();
+  }
+
+  /** The approval rules in force (`{}` when none were recorded). @returns {object} */
+  approvalRules() {
+    return JSON.parse(this.#call('approvalRules'));
+  }
+
+  /**
+   * Every item a person may act on now, from the journal.
+   * @returns {object[]}
+   */
+  inbox() {
+    return JSON.parse(this.#call('inbox'));
+  }
+
+  /**
+   * A person's decision on an inbox item, checked against the decider's own lease and the
+   * item's route; the item after. Not allowed: InvalidFieldError saying why.
+   * @param {{ item: string, decider: string, verdict: string, why?: string, evidence?: unknown }} decision
+   * @returns {Promise<object>}
+   */
+  async decide(decision) {
+    const after = this.#call('decide', jsonText(decision));
+    await this.durable();
+    return JSON.parse(after);
+  }
+
+  /**
+   * A service's signed webhook, checked, then what it confirms recorded. A bad one records
+   * nothing: InvalidFieldError saying why.
+   * @param {'stripe' | 'standard-webhooks'} scheme
+   * @param {Record<string, string> | [string, string][]} headers as received
+   * @param {Uint8Array | string} body the raw body
+   * @param {string} secret
+   * @param {{ toleranceS?: number }} [options]
+   * @returns {Promise<object>}
+   */
+  async webhook(scheme, headers, body, secret, { toleranceS } = {}) {
+    const pairs = Array.isArray(headers) ? headers : Object.entries(headers);
+    const bytes = typeof body === 'string' ? new TextEncoder().encode(body) : body;
+    const out = this.#call('webhook', scheme, pairs, bytes, secret, toleranceS === undefined ? undefined : BigInt(toleranceS));
+    await this.durable();
+    return JSON.parse(out);
+  }
+
+  /**
    * The receipt as an object (signed with HMAC-SHA256 when `key` is given).
    * @param {string} effectId
    * @param {Uint8Array | string} [key]

@@ -5,7 +5,7 @@
 // workerd (the entry points pick the storage).
 import { Gate, toOutcome } from './gate.js';
 import { assertJson, jsonText } from './json.js';
-import { Rejected, TargetTimeoutError, InterlockError, InvalidFieldError, invalidField } from './errors.js';
+import { Rejected, TargetTimeoutError, InterlockError, InvalidFieldError } from './errors.js';
 import { SystemClock } from './clock.js';
 
 /**
@@ -177,18 +177,7 @@ export class Interlock {
       if (def.params) def.params.forEach((p, i) => assertJson(args[i], `/effect/${p}`));
       else assertJson(args[0], '/effect');
       const o = Object.keys(overrides).length ? jsonText(overrides) : undefined;
-      /** @type {EffectStep} */
-      let first;
-      try {
-        first = this.gate.call('effects', how, def.target, JSON.stringify(args), o);
-      } catch (e) {
-        // A value the gate refuses is named at its place in the effect (`/effect/<param>`),
-        // not in the list of values that carries it (as every host names it).
-        if (!(e instanceof InvalidFieldError)) throw e;
-        const [, at, i, ...rest] = String(e.payload.field).split('/');
-        if (at !== 'values' || !def.params?.[Number(i)]) throw e;
-        throw invalidField(['', 'effect', def.params[Number(i)], ...rest].join('/'), e.payload.problem);
-      }
+      const first = this.gate.call('effects', how, def.target, JSON.stringify(args), o);
       return this.#run(first);
     };
     /** @param {EffectOverrides} overrides */
@@ -315,6 +304,45 @@ export class Interlock {
    */
   confirm(effectId, evidence) {
     return this.gate.confirm(effectId, evidence);
+  }
+  /**
+   * Records the approval rules and routes in force from now on.
+   * @param {object} rules
+   * @returns {Promise<void>}
+   */
+  setApprovalRules(rules) {
+    return this.gate.setApprovalRules(rules);
+  }
+  /** @returns {object} */
+  approvalRules() {
+    return this.gate.approvalRules();
+  }
+  /**
+   * Every item a person may act on now, from the journal.
+   * @returns {object[]}
+   */
+  inbox() {
+    return this.gate.inbox();
+  }
+  /**
+   * A person's decision on an inbox item: approve, reject, happened, did_not_happen, dismiss.
+   * @param {{ item: string, decider: string, verdict: string, why?: string, evidence?: unknown }} decision
+   * @returns {Promise<object>}
+   */
+  decide(decision) {
+    return this.gate.decide(decision);
+  }
+  /**
+   * A service's signed webhook (Stripe or Standard Webhooks), checked and recorded.
+   * @param {'stripe' | 'standard-webhooks'} scheme
+   * @param {Record<string, string> | [string, string][]} headers
+   * @param {Uint8Array | string} body
+   * @param {string} secret
+   * @param {{ toleranceS?: number }} [options]
+   * @returns {Promise<object>}
+   */
+  webhook(scheme, headers, body, secret, options) {
+    return this.gate.webhook(scheme, headers, body, secret, options);
   }
   /** @returns {string[]} */
   openEffects() {

@@ -24,7 +24,7 @@ export type Reason =
   | 'conflicting_payload' | 'lease_missing' | 'lease_expired' | 'lease_revoked' | 'not_allowed'
   | 'premise_changed' | 'approval_missing' | 'approval_expired' | 'approval_revoked' | 'approval_stale'
   | 'cap_exceeded' | 'target_rejected' | 'no_dedupe_no_lookup' | 'dedupe_window_passed' | 'claim_live'
-  | 'read_failed' | 'target_unavailable' | 'target_unroutable';
+  | 'read_failed' | 'target_unavailable' | 'target_unroutable' | 'approval_pending' | 'approval_rejected';
 
 /** A value JSON carries as given. */
 export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };

@@ -38,7 +38,8 @@ HOST = "python"
 GATE_CALLS = ("effect-id-of", "submit", "resume", "cancel", "recover-waiting", "crash-at", "open-effects",
               "recover", "set-routes", "defaults", "send-timeout-ms", "standing-lease-name",
               "grant-standing-lease", "set-strict-authority", "standing-notice", "grant-lease", "revoke-lease",
-              "approve", "revoke-approval", "confirm", "receipt", "check-receipt", "verify")
+              "approve", "revoke-approval", "confirm", "receipt", "check-receipt", "verify",
+              "set-approval-rules", "inbox", "decide")
 # The tool-gating session (wit/tools.wit), which the tool-gating vectors drive.
 TOOLS_CALLS = ("start", "check-tools", "call", "recover", "resume", "cancel")
 

@@ -180,17 +180,10 @@ class Effect:
         return _json_text(d)
 
     def start(self, how: str, args: Sequence[Any], kwargs: Dict[str, Any]) -> Any:
-        """``effects.call`` or ``effects.propose`` of this call. A value the gate refuses is
-        named at its place in the effect (``/effect/<param>``), not in the list of values
-        that carries it."""
+        """``effects.call`` or ``effects.propose`` of this call (a value the gate refuses is
+        named at its place in the effect, ``/effect/<param>``)."""
         values = self.values_of_call(args, kwargs)
-        try:
-            return self.interlock.host()._call(f"effects.{how}", self.name, values, None)
-        except InvalidField as e:
-            parts = e.field.split("/")
-            if parts[:2] != ["", "values"] or len(parts) < 3 or not parts[2].isdigit():
-                raise
-            raise InvalidField("/".join(["", "effect", self.params[int(parts[2])], *parts[3:]]), e.problem) from None
+        return self.interlock.host()._call(f"effects.{how}", self.name, values, None)
 
     def values_of_call(self, args: Sequence[Any], kwargs: Dict[str, Any]) -> str:
         """The call's values in parameter order, as the JSON list the component takes."""
@@ -633,6 +626,42 @@ class Interlock:
 
     def confirm(self, effect_id: str, evidence: Any) -> Outcome:
         return self._attach(self.host().confirm(effect_id, _to_json(evidence)))
+
+    # -- people in the loop (ARCHITECTURE.md, "People in the loop")
+
+    def set_approval_rules(self, rules: Dict[str, Any]) -> None:
+        """Records the approval rules and routes in force from now on. Durable."""
+        self.host().set_approval_rules(_to_json(rules))
+
+    def approval_rules(self) -> Dict[str, Any]:
+        """The approval rules in force (``{}`` when none were recorded)."""
+        return cast(Dict[str, Any], json.loads(self.host().approval_rules()))
+
+    def inbox(self) -> List[Dict[str, Any]]:
+        """Every item a person may act on now, from the journal: pending and escalated
+        approvals, returned ones with what changed, AMBIGUOUS effects, refused ones."""
+        return cast(List[Dict[str, Any]], json.loads(self.host().inbox()))
+
+    def decide(self, item: str, decider: str, verdict: str, *, why: Optional[str] = None,
+               evidence: Any = None) -> Dict[str, Any]:
+        """A person's decision on an inbox item (``approve``, ``reject``, ``happened``,
+        ``did_not_happen``, ``dismiss``), checked against ``decider``'s own lease and the
+        item's route. Returns the item after; a decision not allowed (too late, not on the
+        route, no live lease) raises ``InvalidField`` saying why."""
+        d: Dict[str, Any] = {"item": item, "decider": decider, "verdict": verdict}
+        if why is not None:
+            d["why"] = why
+        if evidence is not None:
+            d["evidence"] = evidence
+        return cast(Dict[str, Any], json.loads(self.host().decide(_to_json(d))))
+
+    def webhook(self, scheme: str, headers: Any, body: bytes, secret: str, *,
+                tolerance_s: Optional[int] = None) -> Dict[str, Any]:
+        """A service's signed webhook (``scheme``: ``stripe`` or ``standard-webhooks``;
+        ``headers`` as received, a mapping or pairs; ``body`` the raw bytes): checked, then
+        what it confirms recorded. A bad one records nothing and raises ``InvalidField``."""
+        pairs = list(headers.items()) if hasattr(headers, "items") else list(headers)
+        return cast(Dict[str, Any], json.loads(self.host().webhook(scheme, pairs, body, secret, tolerance_s)))
 
     # -- authority
 

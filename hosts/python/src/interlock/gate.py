@@ -249,6 +249,8 @@ class Reason(_Spelled):
     READ_FAILED = "read_failed"
     TARGET_UNAVAILABLE = "target_unavailable"
     TARGET_UNROUTABLE = "target_unroutable"
+    APPROVAL_PENDING = "approval_pending"
+    APPROVAL_REJECTED = "approval_rejected"
 
 
 class Executed(_Spelled):
@@ -781,6 +783,25 @@ class GateHost:
 
     def confirm(self, effect_id: str, evidence: str) -> Outcome:
         return to_outcome(self._call("gate.confirm", effect_id, evidence))
+
+    # -- people in the loop (ARCHITECTURE.md, "People in the loop"): JSON text in and out
+
+    def set_approval_rules(self, rules: str) -> None:
+        self._call("gate.set-approval-rules", rules)
+
+    def approval_rules(self) -> str:
+        return cast(str, self._call("gate.approval-rules"))
+
+    def inbox(self) -> str:
+        return cast(str, self._call("gate.inbox"))
+
+    def decide(self, decision: str) -> str:
+        return cast(str, self._call("gate.decide", decision))
+
+    def webhook(self, scheme: str, headers: Sequence[Tuple[str, str]], body: bytes, secret: str,
+                tolerance_s: Optional[int] = None) -> str:
+        return cast(str, self._call("gate.webhook", scheme, [(str(k), str(v)) for k, v in headers],
+                                    bytes(body), secret, tolerance_s))
 
     def receipt(self, effect_id: str, key: Optional[bytes] = None) -> str:
         return cast(str, self._call("gate.receipt", effect_id, None if key is None else bytes(key)))
