@@ -8,7 +8,7 @@
 //
 //   deno run --allow-read --allow-write --allow-env app.js
 import { DatabaseSync } from 'node:sqlite';
-import { Interlock as Base, MemoryJournal, PaymentsService, StorageError } from '@interlock/gate/core';
+import { Interlock as Base, MemoryJournal, PaymentsService, SqlStorage, StorageError } from '@interlock/gate/core';
 import { gateComponent, paymentsComponent } from '@interlock/gate/browser';
 
 /**
@@ -41,7 +41,7 @@ function value(v, column, statement) {
  * any other with NORMAL.
  * @implements {Storage}
  */
-export class DenoSqlite {
+export class DenoSqlite extends SqlStorage {
   backend = /** @type {const} */ ('sqlite');
   /** @type {Map<string, import('node:sqlite').StatementSync>} */
   #prepared = new Map();
@@ -49,6 +49,7 @@ export class DenoSqlite {
 
   /** @param {string} path */
   constructor(path) {
+    super(`SQLite journal ${path}`);
     this.path = path;
     this.db = new DatabaseSync(path);
     this.db.exec(`PRAGMA busy_timeout = ${BUSY_TIMEOUT_MS}`);
@@ -100,17 +101,6 @@ export class DenoSqlite {
     }
   }
 
-  /** @returns {never} */
-  fileSize() {
-    throw new StorageError('unsupported', `SQLite journal ${this.path} is a SQL journal, not a file one`);
-  }
-
-  fileRead = this.fileSize;
-  fileAppend = this.fileSize;
-  fileSync = this.fileSize;
-  fileTruncate = this.fileSize;
-  fileReplace = this.fileSize;
-  fileCreate = this.fileSize;
 
   close() {
     this.db.close();

@@ -16,6 +16,7 @@
 import { instantiate } from '../gen/gate/interlock_gate.js';
 import { GateComponent } from './component.js';
 import { StorageError } from './errors.js';
+import { SqlStorage } from './journal/sql-storage.js';
 // @ts-ignore a Worker's wasm module (no type: tsc knows no .wasm import)
 import gate1 from '../gen/gate/interlock_gate.core.wasm';
 // @ts-ignore
@@ -88,7 +89,7 @@ function column(v, column, index) {
  * file calls answer `unsupported`.
  * @implements {Storage}
  */
-export class DurableObjectSql {
+export class DurableObjectSql extends SqlStorage {
   backend = /** @type {const} */ ('sqlite');
 
   /**
@@ -96,6 +97,7 @@ export class DurableObjectSql {
    * @param {string} name which journal, for error texts
    */
   constructor(storage, name) {
+    super(`journal ${name}`);
     this.storage = storage;
     this.name = name;
   }
@@ -127,16 +129,4 @@ export class DurableObjectSql {
       throw new StorageError('io', `${this.name}: ${/** @type {Error} */ (e)?.message ?? e}`);
     }
   }
-
-  /** @returns {never} */
-  fileSize() {
-    throw new StorageError('unsupported', `${this.name} is a SQL journal: it holds no files`);
-  }
-
-  fileRead = this.fileSize;
-  fileAppend = this.fileSize;
-  fileSync = this.fileSize;
-  fileTruncate = this.fileSize;
-  fileReplace = this.fileSize;
-  fileCreate = this.fileSize;
 }
