@@ -27,7 +27,7 @@ except ImportError:
 try:
     from interlock.clock import FakeClock
     from interlock.gate import GateHost, JournalRef, applied, captured, found, allowed
-    from interlock.journal import FileJournal
+    from interlock.journal import FileJournal, MemoryJournal
 except ImportError as e:  # the host is not there (yet), or wasmtime-py is missing
     print(f"skip: the Python host cannot be imported ({e})", file=sys.stderr)
     sys.exit(0)
@@ -63,42 +63,6 @@ class NullTarget:
         return found(RESULT)
 
 
-class MemJournal:
-    """The six journal methods in memory (what the host calls on its FileJournal)."""
-
-    def __init__(self):
-        self.s = {}
-        self.order = []
-
-    def append(self, stream, expected, entries, durable, is_open):
-        entries_, _ = self.s.get(stream, ([], False))
-        if len(entries_) != expected:
-            from interlock.journal import Conflict
-
-            raise Conflict(len(entries_))
-        if stream not in self.s:
-            self.order.append(stream)
-        self.s[stream] = (entries_ + list(entries), is_open)
-
-    def read(self, stream, start):
-        return self.s.get(stream, ([], False))[0][start:]
-
-    def length(self, stream):
-        return len(self.s.get(stream, ([], False))[0])
-
-    def open_streams(self):
-        return [n for n in self.order if self.s[n][1]]
-
-    def streams(self):
-        return list(self.order)
-
-    def sync(self):
-        pass
-
-    def close(self):
-        pass
-
-
 figures = []
 
 
@@ -109,7 +73,7 @@ def fig(id_, what, value, unit, detail="", goal=None, met=None):
 
 # Submit over an in-memory journal.
 rounds, per_round = (2, 10) if QUICK else (9, 200)
-host = GateHost(JournalRef(MemJournal()), FakeClock(T0_MS))
+host = GateHost(JournalRef(MemoryJournal()), FakeClock(T0_MS))
 host.grant_lease(LEASE, LEASE_UNTIL_MS)
 n, per_submit = 0, []
 for r in range(rounds + 1):
@@ -141,7 +105,7 @@ else:
 inst = []
 for _ in range(3 if QUICK else 50):
     t = time.perf_counter()
-    GateHost(JournalRef(MemJournal()), FakeClock(T0_MS))
+    GateHost(JournalRef(MemoryJournal()), FakeClock(T0_MS))
     inst.append((time.perf_counter() - t) * 1e3)
 fig("python.instantiate", "Python: a new GateHost (linker + instance; component cached)", statistics.median(inst), "ms")
 
