@@ -593,6 +593,14 @@ pub fn reply(tool: &str, o: &Outcome) -> ToolReply {
         (_, Some(Reason::PremiseChanged)) => format!(
             "{not_done}what the decision rested on changed: {changed}. Re-read the facts and decide again; do not repeat the same call."
         ),
+        (_, Some(Reason::ApprovalPending)) => format!(
+            "{tool} is pending a person's approval (item {id}, route {}): nothing was done yet. Tell the user it waits for approval; once it is approved, call it again with the same arguments: it will be sent once.",
+            o.return_to.as_deref().unwrap_or("its route")
+        ),
+        (_, Some(Reason::ApprovalRejected)) => format!(
+            "{not_done}a person ({}) rejected it. Tell the user; do not retry and do not do it another way.",
+            o.return_to.as_deref().unwrap_or("an approver")
+        ),
         (_, Some(Reason::ApprovalStale)) => format!(
             "{not_done}the facts the approver saw changed ({changed}); it goes back to {} to approve again.{unknown_tail}",
             o.return_to.as_deref().unwrap_or("the approver")
@@ -1052,5 +1060,34 @@ mod tests {
             assert!(m.contains("UNKNOWN whether an earlier send"), "{m}");
             assert!(m.contains("a person must check"), "{m}");
         }
+    }
+
+    #[test]
+    fn a_call_waiting_for_a_person_says_pending_never_a_made_up_refusal() {
+        let mut o = Outcome {
+            effect_id: "e1".into(),
+            state: State::Proposed,
+            reason: Some(Reason::ApprovalPending),
+            executed: Executed::No,
+            result: None,
+            changed: alloc::vec![],
+            return_to: Some("finance".into()),
+            replayed: false,
+            retry_after_ms: None,
+        };
+        let r = reply("create_refund", &o);
+        assert!(r.is_error, "not done yet");
+        assert!(
+            r.message
+                .contains("pending a person's approval (item e1, route finance)"),
+            "{}",
+            r.message
+        );
+        assert!(!r.message.contains("NOT done"), "{}", r.message);
+        o.state = State::Refused;
+        o.reason = Some(Reason::ApprovalRejected);
+        o.return_to = Some("bob@shop".into());
+        let m = reply("create_refund", &o).message;
+        assert!(m.contains("a person (bob@shop) rejected it"), "{m}");
     }
 }
