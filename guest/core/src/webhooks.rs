@@ -244,9 +244,14 @@ fn status_happened(status: Option<&str>) -> Option<bool> {
     }
 }
 
-/// The effect a Stripe event speaks of: a refund object (`refund.*` events) or a charge's
-/// refunds (`charge.refunded`, `charge.refund.updated`), by the refund's
-/// `metadata.interlock_effect_id`.
+/// The effect a Stripe event speaks of, by the `metadata.interlock_effect_id` of: a refund
+/// object (`refund.*` events), a charge's refunds (`charge.refunded`,
+/// `charge.refund.updated`), or a PaymentIntent (`payment_intent.succeeded`,
+/// `payment_intent.canceled`, `payment_intent.payment_failed`: a charge made through the
+/// Payment Intents API carries the metadata on the intent). A PaymentIntent's status says
+/// the effect happened (`succeeded`) or did not (`canceled`); any other status, such as the
+/// `requires_payment_method` of a failed attempt, which Stripe lets be confirmed again,
+/// says neither yet.
 pub fn stripe_event(v: &Value) -> Result<Event, String> {
     let id = v
         .get("id")
@@ -260,7 +265,7 @@ pub fn stripe_event(v: &Value) -> Result<Event, String> {
         .pointer("/data/object")
         .ok_or("the event has no data.object")?;
     let refunds: Vec<&Value> = match object.get("object").and_then(Value::as_str) {
-        Some("refund") => Vec::from([object]),
+        Some("refund" | "payment_intent") => Vec::from([object]),
         Some("charge") => object
             .pointer("/refunds/data")
             .and_then(Value::as_array)
@@ -268,7 +273,7 @@ pub fn stripe_event(v: &Value) -> Result<Event, String> {
             .unwrap_or_default(),
         other => {
             return Err(format!(
-                "an event about {other:?}, not a refund or a charge"
+                "an event about {other:?}, not a refund, a charge or a payment intent"
             ))
         }
     };
@@ -278,7 +283,7 @@ pub fn stripe_event(v: &Value) -> Result<Event, String> {
             r.pointer(&format!("/metadata/{STRIPE_METADATA_KEY}"))
                 .is_some()
         })
-        .ok_or_else(|| format!("no refund in it carries metadata.{STRIPE_METADATA_KEY}"))?;
+        .ok_or_else(|| format!("nothing in it carries metadata.{STRIPE_METADATA_KEY}"))?;
     let effect_id = refund
         .pointer(&format!("/metadata/{STRIPE_METADATA_KEY}"))
         .and_then(Value::as_str)
@@ -425,5 +430,36 @@ mod tests {
         let none = serde_json::json!({"id": "evt_3", "type": "refund.created", "data": {"object": {
             "object": "refund", "status": "pending", "metadata": {}}}});
         assert!(stripe_event(&none).is_err());
+    }
+
+    #[test]
+    fn payment_intents_name_their_effect() {
+        // The shape of Stripe's `payment_intent.*` events: the intent is data.object, its
+        // metadata and status its own.
+        let event = |kind: &str, status: &str| {
+            serde_json::json!({"id": "evt_4", "object": "event", "type": kind, "data": {"object": {
+                "id": "pi_1", "object": "payment_intent", "amount": 2000, "status": status,
+                "metadata": {"interlock_effect_id": "abc"}}}})
+        };
+        let e = stripe_event(&event("payment_intent.succeeded", "succeeded")).unwrap();
+        assert_eq!(
+            (
+                e.id.as_str(),
+                e.kind.as_str(),
+                e.effect_id.as_str(),
+                e.happened
+            ),
+            ("evt_4", "payment_intent.succeeded", "abc", Some(true))
+        );
+        let canceled = event("payment_intent.canceled", "canceled");
+        assert_eq!(stripe_event(&canceled).unwrap().happened, Some(false));
+        // A failed attempt leaves the intent open to another: neither yet.
+        let failed = event("payment_intent.payment_failed", "requires_payment_method");
+        assert_eq!(stripe_event(&failed).unwrap().happened, None);
+        let customer = serde_json::json!({"id": "evt_5", "type": "customer.created",
+            "data": {"object": {"object": "customer", "metadata": {"interlock_effect_id": "abc"}}}});
+        assert!(stripe_event(&customer)
+            .unwrap_err()
+            .contains("payment intent"));
     }
 }
