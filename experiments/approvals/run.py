@@ -718,13 +718,13 @@ out.
 The approver who lost access: {len(refused)} decision refused after 13:00
 ({"; ".join(f"{r['decider']} tried to {r['verdict']}: {r['problem']}" for r in refused)}). His items waited,
 escalated after 2 h and were decided by head-of-support. On this day {len(after)} refund(s) that
-bob approved before 13:00 went out after it{(" (" + ", ".join(after) + ")") if after else ""}; but
-an approval does outlive its approver: apart from the day, the run approves an item as bob,
-revokes his lease, and has the agent resubmit: {probe['after_revocation'].split(' ')[0]}, {probe['refunds_in_ledger']}
-refund in the ledger. The gate checks a decider's lease when they decide, not again when the
-approved effect is sent; the original's page says approvals "stop working the moment the
-approver loses access". That difference is reported here, not changed (issue 25's text asks
-only that one who lost access "decides nothing from then on").
+bob approved before 13:00 went out after it{(" (" + ", ".join(after) + ")") if after else ""}: an
+approval stops working the moment its approver loses access, as the original's page says. Apart
+from the day, the run approves an item as bob, revokes his lease, and has the agent resubmit:
+{probe['after_revocation'].split(' ')[0]}, {probe['refunds_in_ledger']} refund(s) in the ledger; the gate re-checks each
+approver's lease when the approved effect is about to be sent, and an approval whose approver
+lost access sends the item back to its route for a new round (the inbox says which approver,
+and why).
 
 ## Time to decision (simulated)
 

@@ -352,6 +352,56 @@ fn an_approver_who_lost_access_decides_nothing() {
 }
 
 #[test]
+fn an_approval_stops_working_the_moment_its_approver_loses_access() {
+    let (mut g, mut j) = setup();
+    let p = proposal("o6", 9000, json!({}));
+    let o = run(&mut g, &mut j, T0, &p, json!({}));
+    for who in ["alice", "bob"] {
+        decide(
+            &mut g,
+            &mut j,
+            T0 + 1,
+            json!({"item": o.effect_id, "decider": who, "verdict": "approve", "why": "ok"}),
+        )
+        .unwrap();
+    }
+    g.revoke_lease(&mut j, T0 + 2, "bob").unwrap();
+    let back = run(&mut g, &mut j, T0 + 3, &p, json!({}));
+    assert_eq!(
+        (back.state, back.reason, back.return_to.as_deref()),
+        (
+            State::Proposed,
+            Some(Reason::ApprovalPending),
+            Some("finance")
+        ),
+        "nothing sent on an approval whose approver lost access"
+    );
+    assert_eq!(back.changed[0].name, "approver bob");
+    assert_eq!(back.changed[0].now, "\"revoked\"");
+    let items = inbox(&mut g, &mut j, T0 + 4);
+    assert_eq!(items[0]["status"], "pending");
+    assert_eq!(items[0]["round"], 1);
+    assert_eq!(items[0]["approved_by"], json!([]));
+    assert_eq!(items[0]["changed"][0]["name"], "approver bob");
+    // A new round: two live approvers again, then it goes out.
+    g.grant_lease(&mut j, T0 + 5, "bob", T0 + 1000 * HOUR)
+        .unwrap();
+    for who in ["alice", "bob"] {
+        decide(
+            &mut g,
+            &mut j,
+            T0 + 6,
+            json!({"item": o.effect_id, "decider": who, "verdict": "approve", "why": "again"}),
+        )
+        .unwrap();
+    }
+    assert_eq!(
+        run(&mut g, &mut j, T0 + 7, &p, json!({})).state,
+        State::Committed
+    );
+}
+
+#[test]
 fn an_approval_on_other_premises_is_returned_with_what_changed() {
     let (mut g, mut j) = setup();
     let p0 = proposal("o6", 9000, json!({"refunded": 0}));

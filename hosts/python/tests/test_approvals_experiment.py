@@ -41,6 +41,9 @@ def test_the_quick_day_pays_no_wrong_refund_and_its_counts_add_up() -> None:
     assert f["expired"] >= f["mix"]["flagged_late"]
     assert f["escalated"] >= 1 and f["returned_stale"] == f["mix"]["stale_full"] + f["mix"]["stale_partial"]
     assert any("revoked" in d["problem"] for d in f["decisions_refused"]), f["decisions_refused"]
+    # An approval stops working the moment its approver loses access.
+    assert f["approval_then_approver_revoked_then_send"]["refunds_in_ledger"] == 0
+    assert "approval_pending" in f["approval_then_approver_revoked_then_send"]["after_revocation"]
     checks = {c["check"] for c in f["caught"]}
     assert {"premises re-read right before the send", "effect identity: the same case again",
             "approval returned: the premises its approvers saw changed"} <= checks, checks

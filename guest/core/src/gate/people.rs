@@ -367,6 +367,15 @@ fn iso8601(ms: u64) -> String {
     )
 }
 
+/// How a lease check failed, in a word.
+fn lease_word(r: Reason) -> &'static str {
+    match r {
+        Reason::LeaseRevoked => "revoked",
+        Reason::LeaseExpired => "expired",
+        _ => "missing",
+    }
+}
+
 fn str_of(e: &Map<String, Value>, k: &str) -> String {
     e.get(k).and_then(Value::as_str).unwrap_or("").to_string()
 }
@@ -578,6 +587,34 @@ impl Gate {
                 )))
             }
             Status::Approved { by } => {
+                // An approval stops working the moment its approver loses access: back to
+                // the route, a new round, every approval to be given again.
+                let mut lost = Vec::new();
+                for approver in &by {
+                    if let Err(r) = check_lease(&self.load(j, &lease_stream(approver))?, now_ms) {
+                        lost.push(PremiseChange {
+                            name: format!("approver {approver}"),
+                            was: "\"lease live\"".into(),
+                            now: format!("\"{}\"", lease_word(r)),
+                        });
+                    }
+                }
+                if !lost.is_empty() {
+                    self.append_note(
+                        j,
+                        now_ms,
+                        &name,
+                        Note::Returned,
+                        fields!("changed" => changes_json(&lost), "premises" => Value::Object(item.premises_seen.clone()), "return_to" => item.route_name.clone()),
+                    )?;
+                    return Ok(Gatekeeping::Answer(outcome(
+                        id,
+                        State::Proposed,
+                        Reason::ApprovalPending,
+                        Some(item.route_name.clone()),
+                        lost,
+                    )));
+                }
                 let seen: BTreeMap<String, Value> =
                     item.premises_seen.clone().into_iter().collect();
                 let changed = compare_premises(
@@ -671,11 +708,7 @@ impl Gate {
                 "/decider",
                 format!(
                     "{decider} may not decide: their lease is {} (grant it: interlock lease grant DIR {decider} --for 30d)",
-                    match r {
-                        Reason::LeaseRevoked => "revoked",
-                        Reason::LeaseExpired => "expired",
-                        _ => "missing",
-                    }
+                    lease_word(r)
                 ),
             ));
         }
