@@ -9,6 +9,13 @@
 // Node each read goes through the environment's interceptor: about half of a cheap call's
 // time (results/bench.md, "Node"). With it defined false the debug logging is compiled out;
 // to see jco's debug log, build with INTERLOCK_JCO_DEBUG=1.
+// A second define names `WebAssembly.promising` (JSPI) through a constant that is the
+// runtime's own `WebAssembly.promising` where it has one, else the identity. jco wraps each
+// export's post-return in `try { x = WebAssembly.promising(f) } catch { x = f }`, 19 times
+// per instantiation of the gate; where JSPI is missing (Node 20) each is a TypeError whose
+// message V8 renders by re-parsing the function around the call, jco's 18,000-line
+// instantiation function: ~7 ms each, ~130 ms per instance (results/bench-notes.md). The
+// identity gives what jco's `catch` gives (`f` itself), without the throw.
 // gen/manifest.json lists each component's core modules (stable names: a loader that cannot
 // compile at run time, workerd, imports them by name).
 import { execFileSync } from 'node:child_process';
@@ -22,6 +29,8 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = process.env.INTERLOCK_DIST ?? resolve(root, '../../dist');
 const gen = join(root, 'gen');
 const jco = join(root, 'node_modules/@bytecodealliance/jco/dist/jco.js');
+// The constant `WebAssembly.promising` is defined to (see the note at the top).
+const PROMISING = '__interlockPromising';
 
 const components = [
   { wasm: 'interlock_gate.wasm', out: 'gate' },
@@ -51,12 +60,18 @@ for (const c of components) {
     for (const f of readdirSync(out).filter((f) => f.endsWith('.js'))) {
       const path = join(out, f);
       const { code } = transformSync(readFileSync(path, 'utf8'), {
-        define: { 'globalThis.process.env.JCO_DEBUG': 'false' },
+        define: { 'globalThis.process.env.JCO_DEBUG': 'false', 'WebAssembly.promising': PROMISING },
+        // At the end, so that jco's "use components" directive stays the first line.
+        footer: `const ${PROMISING} = globalThis.WebAssembly?.promising ?? ((f) => f);`,
         format: 'esm',
         target: 'es2022',
       });
       if (code.includes('JCO_DEBUG')) {
         console.error(`${path}: jco's output reads JCO_DEBUG in a way the define does not reach; every call pays an environment lookup`);
+        process.exit(1);
+      }
+      if (code.split('WebAssembly?.promising').length - 1 !== 1 || code.includes('WebAssembly.promising')) {
+        console.error(`${path}: jco's output reaches WebAssembly.promising in a way the define does not; each instantiation pays a TypeError per export`);
         process.exit(1);
       }
       writeFileSync(path, code);

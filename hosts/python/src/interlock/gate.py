@@ -39,6 +39,7 @@ import wasmtime
 from wasmtime import Engine, Store
 from wasmtime.component import Component, Linker, Record, Variant
 
+from . import _wasmtime_carry
 from .errors import GateTrap, InterlockError, SimulatedCrash, gate_error
 from .journal import Storage, StorageError, journal_error
 
@@ -86,34 +87,10 @@ def wasm_path(name: str) -> Path:
     )
 
 
-def _lower_variant_errors() -> None:
-    """Lets a host function return the ``err`` of ``result<option<T>, E>`` (storage's
-    ``file-size``). wasmtime-py 50 lowers an untagged result by trying its ``ok`` case
-    first, and an option's ``none`` case matches every object, so an error ``Variant`` is
-    taken for ``ok`` and fails. Here a ``Variant`` given for an untagged result whose
-    ``err`` is a variant and whose ``ok`` cannot be one is lowered as that ``err``."""
-    import ctypes
-
-    from wasmtime import _ffi as ffi
-    from wasmtime.component._types import ResultType, VariantType
-
-    original = ResultType._lower
-
-    def _lower(self: Any, store: Any, val: Any) -> Any:
-        if isinstance(val, Variant) and not self._tagged() and isinstance(self.err, VariantType):
-            ok_classes: set = set()
-            if self.ok is not None:
-                self.ok.add_classes(ok_classes)
-            if Variant not in ok_classes:
-                raw = ffi.wasmtime_component_val_t()
-                self.err.convert_to_c(store, val, ctypes.pointer(raw))
-                return ("err", ffi.wasmtime_component_val_new(ctypes.byref(raw)))
-        return original(self, store, val)
-
-    ResultType._lower = _lower  # type: ignore[method-assign]
-
-
-_lower_variant_errors()
+# wasmtime-py's list<u8> in one copy (pinned) and its result<option<T>, E> errors: _wasmtime_carry.
+_wasmtime_carry.install_variant_errors()
+_wasmtime_carry.install_bytes_fast_path()
+_wasmtime_carry.install_types_once()
 
 _ENGINE: Optional[Engine] = None
 _COMPONENTS: Dict[Path, Component] = {}
@@ -588,11 +565,11 @@ class GateHost:
         linker = Linker(eng)
         with linker.root() as root:
             with root.add_instance(clock_name) as wc:
-                wc.add_func("now", self._now)
-                wc.add_func("resolution", self._resolution)
+                _wasmtime_carry.add_func(wc, "now", self._now)
+                _wasmtime_carry.add_func(wc, "resolution", self._resolution)
             with root.add_instance(STORAGE_INTERFACE) as st:
                 for wit_name, func in storage_imports(journal).items():
-                    st.add_func(wit_name, func)
+                    _wasmtime_carry.add_func(st, wit_name, func)
         self.store = Store(eng)
         try:
             self._instance = linker.instantiate(self.store, component)
