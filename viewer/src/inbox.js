@@ -465,6 +465,7 @@ async function bootServer() {
   $('server-token').value = sessionStorage.getItem('interlock.server-token') ?? '';
   form.onsubmit = async (ev) => {
     ev.preventDefault();
+    setStatus('busy', 'Connecting…');
     try {
       desk = new ServerDesk({ journal: $('journal').value.trim(), token: $('token').value.trim(), serverToken: $('server-token').value.trim() });
     } catch (e) {
