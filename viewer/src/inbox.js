@@ -447,6 +447,11 @@ async function bootPage() {
   };
   $('agent-start').onclick = () => agent(() => shop.start(), 'The agent submits its refunds');
   $('agent-round').onclick = () => agent(() => shop.round(), 'The agent’s next round');
+  $('hand-refund').onclick = async () => {
+    const r = shop.handRefund('order_1005', 5_000);
+    setStatus('ok', `Support refunded ${money(r.amount_cents)} on order_1005 by hand (${r.id}): the premises the approvers saw no longer hold.`);
+    await render();
+  };
   await renderRules();
   await render();
   setStatus('ready', 'The gate is loaded. Start the agent.');

@@ -176,6 +176,11 @@ export class Shop {
     return last;
   }
 
+  /** The world changes under the agent: a person in support refunds part of an order by hand (in the service's dashboard). */
+  handRefund(order, cents) {
+    return this.service.refundByHand(order, cents, this.clock.nowMs());
+  }
+
   /** The fake clock moves on (deadlines come due; the gate meets them when asked next). */
   advance(ms) {
     this.clock.advance(ms);

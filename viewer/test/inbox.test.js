@@ -220,6 +220,22 @@ test('an hour passes: the pending item escalates to the escalation approver', as
   assert.match(again.text, /cfo@shop already approved; 1 more distinct approver/);
 });
 
+test('what changed: approved on premises that no longer hold, the item comes back to its approvers', async () => {
+  assert.ok((await decide('alice@shop', 'refund:order_1005', 'approve', { why: 'second pair of eyes' })).ok);
+  assert.ok(!(await inbox())['refund:order_1005'], 'two of two: approved');
+  await page.click('#hand-refund');
+  await page.waitForFunction(() => document.querySelector('#status').dataset.state === 'ok' && /by hand/.test(document.querySelector('#status').textContent));
+  await agent('#agent-round');
+  assert.deepEqual([(await tasks()).r5.state, (await tasks()).r5.reason], ['PROPOSED', 'approval_stale']);
+  const back = (await inbox())['refund:order_1005'];
+  assert.deepEqual([back.kind, back.status, back.actions], ['approval', 'pending', ['approve', 'reject']]);
+  const facts = await page.$eval(card('refund:order_1005'), (c) => Object.fromEntries([...c.querySelectorAll('.fact')].map((f) => [f.dataset.fact, f.querySelector('dd').textContent])));
+  assert.equal(facts['what changed'], 'refunded by others was $0, now $50');
+  assert.match(facts['premises seen'], /\$50 refunded by others \(round 2\)/);
+  assert.match(facts.approvals, /^0 of 2/);
+  assert.deepEqual((await statement()).filter(([o]) => o === 'order_1005'), [['order_1005', 5000]], 'only the hand refund: the agent sent nothing');
+});
+
 test('screenshot: the inbox page (results/viewer-inbox.png)', async () => {
   await page.click(`#tasks tr.task[data-task="r4"] button`);
   await page.waitForSelector('#receipt .receipt[data-final="AMBIGUOUS"]');
