@@ -5,7 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$HOME/.cache/interlock-target}"
 bash scripts/setup.sh
-step() { printf '\n== %s\n' "$*"; }
+# Each step says how long the one before it took (CI must stay well under 30 minutes).
+step() {
+  [ -n "${step_at:-}" ] && printf '   (%d s; %d s in all)\n' $((SECONDS - step_at)) "$SECONDS"
+  step_at=$SECONDS
+  printf '\n== %s\n' "$*"
+}
 step "format";  cargo fmt --all -- --check
                 cargo fmt --manifest-path guest/component/Cargo.toml -- --check
                 cargo fmt --manifest-path guest/component-rt/Cargo.toml -- --check
@@ -53,3 +58,4 @@ step "many workers of every host on one shared journal, killed at random"
 # SQLite and PostgreSQL; INTERLOCK_SHARED_KILLS=500 for results/shared-journal.md).
 INTERLOCK_PYTHON="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" INTERLOCK_NODE="$(command -v node)" \
   cargo test -q -p interlock-cli --test shared_kill -- --ignored
+step "done"

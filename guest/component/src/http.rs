@@ -218,12 +218,16 @@ impl Guest for Component {
         };
         let target = request.path_with_query().unwrap_or_default();
         let path = String::from(target.split('?').next().unwrap_or(""));
-        let authorization = request
+        let headers: Vec<(String, String)> = request
             .headers()
-            .get("authorization")
+            .entries()
             .into_iter()
-            .next()
-            .and_then(|v| String::from_utf8(v).ok());
+            .filter_map(|(k, v)| Some((k.to_ascii_lowercase(), String::from_utf8(v).ok()?)))
+            .collect();
+        let authorization = headers
+            .iter()
+            .find(|(k, _)| k == "authorization")
+            .map(|(_, v)| v.clone());
         let body = request_body(&request);
         drop(request);
         // The instance's one server (`http-api`'s), from the environment at first.
@@ -237,11 +241,12 @@ impl Guest for Component {
                         method: &method,
                         path: &path,
                         authorization: authorization.as_deref(),
+                        headers: &headers,
                         body: &body,
                     },
                 )
             }),
-            Err(u) => server.unreadable(authorization.as_deref(), u.too_large, &u.problem),
+            Err(u) => server.unreadable(&path, authorization.as_deref(), u.too_large, &u.problem),
         });
         respond(out, response);
     }

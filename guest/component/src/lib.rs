@@ -336,6 +336,11 @@ impl g::Guest for Component {
             .map(|v| core_::canonical(&v))
             .map_err(err)
     }
+    fn scoreboard() -> Result<String, g::GateError> {
+        with_gate(|gate, j, now| gate.scoreboard(j, now))
+            .map(|v| core_::canonical(&v))
+            .map_err(err)
+    }
     fn decide(decision: String) -> Result<String, g::GateError> {
         with_gate(|gate, j, now| gate.decide(j, now, &decision))
             .map(|v| core_::canonical(&v))
@@ -431,6 +436,7 @@ impl ha::Guest for Component {
                         method: &request.method,
                         path: &request.path,
                         authorization: request.authorization.as_deref(),
+                        headers: &request.headers,
                         body: &request.body,
                     },
                 )
@@ -449,15 +455,20 @@ impl ha::Guest for Component {
             with_journal(|j| s.resume(j, now_ms(), id, answer))
         }))
     }
-    fn refusal(authorization: Option<String>) -> Option<ha::Response> {
-        with_api(|s| s.refusal(authorization.as_deref())).map(api_response)
+    fn refusal(path: String, authorization: Option<String>) -> Option<ha::Response> {
+        with_api(|s| s.refusal(&path, authorization.as_deref())).map(api_response)
     }
     fn abandon(id: u64) {
         with_api(|s| s.abandon(id))
     }
-    fn unreadable(authorization: Option<String>, too_large: bool, problem: String) -> ha::Response {
+    fn unreadable(
+        path: String,
+        authorization: Option<String>,
+        too_large: bool,
+        problem: String,
+    ) -> ha::Response {
         api_response(with_api(|s| {
-            s.unreadable(authorization.as_deref(), too_large, &problem)
+            s.unreadable(&path, authorization.as_deref(), too_large, &problem)
         }))
     }
 }

@@ -158,6 +158,20 @@ impl Stream {
         self.entries.len() as u64
     }
 
+    /// The stream as it stood at the length a receipt pins (`/head/length` of `pin`): its
+    /// first entries and their head; `None` for a length this stream does not have.
+    pub fn pinned(&self, pin: &Value) -> Option<Stream> {
+        let len = pin
+            .pointer("/head/length")
+            .and_then(Value::as_u64)
+            .filter(|l| (1..=self.len()).contains(l))? as usize;
+        Some(Stream {
+            entries: self.entries[..len].to_vec(),
+            head: self.entries[len - 1]["hash"].as_str().unwrap_or("").into(),
+            ..self.clone()
+        })
+    }
+
     pub fn last(&self) -> Option<&Map<String, Value>> {
         self.entries.last()
     }

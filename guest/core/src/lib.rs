@@ -27,6 +27,7 @@ mod types;
 pub mod webhooks;
 
 pub use canon::{canonical, effect_id_for, sha256_hex};
+pub use gate::people::Notice;
 pub use gate::Gate;
 pub use journal::{Journal, JournalError, MemJournal};
 pub use proposal::parse_input;

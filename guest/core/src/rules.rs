@@ -68,6 +68,9 @@ pub struct Route {
     pub duration_before_escalation_ms: Option<u64>,
     pub duration_before_expiry_ms: Option<u64>,
     pub justification_required: bool,
+    /// Where a signed notice (Standard Webhooks) goes when an item enters the route,
+    /// escalates or expires.
+    pub notify_url: Option<String>,
 }
 
 impl Route {
@@ -211,6 +214,7 @@ fn parse_route(v: &Value, at: &str) -> Result<Route, GateError> {
             "duration_before_escalation_ms",
             "duration_before_expiry_ms",
             "justification_required",
+            "notify_url",
         ],
     )?;
     let primary = r.names("primary_approvers", "who decides first")?;
@@ -240,6 +244,18 @@ fn parse_route(v: &Value, at: &str) -> Result<Route, GateError> {
         duration_before_escalation_ms: escalate,
         duration_before_expiry_ms: expire,
         justification_required: r.bool_or("justification_required", false)?,
+        notify_url: match r.get_some("notify_url") {
+            None => None,
+            Some(Value::String(u)) if u.starts_with("http://") || u.starts_with("https://") => {
+                Some(u.clone())
+            }
+            Some(_) => {
+                return Err(field_err(
+                    &r.at("notify_url"),
+                    "must be an http:// or https:// URL: where notices of this route go",
+                ))
+            }
+        },
     })
 }
 

@@ -37,6 +37,15 @@ impl Scheme {
             Scheme::Standard => "standard-webhooks",
         }
     }
+
+    /// The scheme a name (`as_str`) spells.
+    pub fn parse(name: &str) -> Option<Scheme> {
+        match name {
+            "stripe" => Some(Scheme::Stripe),
+            "standard-webhooks" => Some(Scheme::Standard),
+            _ => None,
+        }
+    }
 }
 
 /// A webhook as received: how it is signed, its headers and its raw body.
@@ -142,6 +151,37 @@ pub fn verify_stripe(
     Ok(())
 }
 
+/// A Standard Webhooks secret's key: `whsec_` (optional) followed by base64.
+pub fn standard_secret(secret: &str) -> Result<Vec<u8>, WebhookError> {
+    let key_b64 = secret.strip_prefix("whsec_").unwrap_or(secret);
+    base64::engine::general_purpose::STANDARD
+        .decode(key_b64)
+        .ok()
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| {
+            WebhookError::BadSecret("the secret is not base64 (whsec_ followed by base64)".into())
+        })
+}
+
+/// Signs a Standard Webhooks message: the `webhook-signature` header's value (`v1,<base64>`)
+/// for this id, timestamp and body, what a receiver's library checks.
+pub fn sign_standard(
+    secret: &str,
+    id: &str,
+    timestamp_s: u64,
+    body: &[u8],
+) -> Result<String, WebhookError> {
+    let key = standard_secret(secret)?;
+    let ts = timestamp_s.to_string();
+    let sig = mac(&key, &[id.as_bytes(), b".", ts.as_bytes(), b".", body])
+        .finalize()
+        .into_bytes();
+    Ok(format!(
+        "v1,{}",
+        base64::engine::general_purpose::STANDARD.encode(sig)
+    ))
+}
+
 /// Checks a Standard Webhooks message; answers its `webhook-id` (what a replay repeats).
 pub fn verify_standard(
     headers: &[(String, String)],
@@ -156,12 +196,7 @@ pub fn verify_standard(
     let id = need("webhook-id")?;
     let ts_text = need("webhook-timestamp")?;
     let sigs = need("webhook-signature")?;
-    let key_b64 = secret.strip_prefix("whsec_").unwrap_or(secret);
-    let key = base64::engine::general_purpose::STANDARD
-        .decode(key_b64)
-        .map_err(|_| {
-            WebhookError::BadSecret("the secret is not base64 (whsec_ followed by base64)".into())
-        })?;
+    let key = standard_secret(secret)?;
     let ts: i64 = ts_text.parse().map_err(|_| {
         WebhookError::Malformed(format!("webhook-timestamp {ts_text:?} is not a number"))
     })?;

@@ -215,6 +215,40 @@ fn a_large_refund_waits_in_the_inbox_for_two_distinct_approvers_then_goes_out() 
         .unwrap_err(),
     );
     assert!(msg.contains("already"), "{msg}");
+
+    // The receipt names the rule, the route and each decision, pinned: an edit is caught.
+    let receipt = g.receipt(&mut j, &id, Some(b"k")).unwrap();
+    let r: Value = serde_json::from_str(&receipt).unwrap();
+    assert_eq!(r["people"]["rule"], "large");
+    assert_eq!(r["people"]["route"], "finance");
+    let deciders: Vec<&Value> = r["people"]["decisions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| &d["decider"])
+        .collect();
+    assert_eq!(deciders, [&json!("alice"), &json!("bob")]);
+    assert_eq!(r["people"]["decisions"][0]["why"], "customer verified");
+    assert!(g
+        .check_receipt(&mut j, &receipt, b"k")
+        .unwrap()
+        .problems
+        .is_empty());
+    let mut forged = r.clone();
+    forged["people"]["decisions"][1]["decider"] = json!("mallory");
+    forged.as_object_mut().unwrap().remove("signature");
+    let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(b"k").unwrap();
+    hmac::Mac::update(&mut mac, interlock_core::canonical(&forged).as_bytes());
+    let sig = hex::encode(hmac::Mac::finalize(mac).into_bytes());
+    forged["signature"] = json!({"alg": "HMAC-SHA256", "value": sig});
+    let forged = forged.to_string();
+    let problems = g.check_receipt(&mut j, &forged, b"k").unwrap().problems;
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.detail.contains("decisions do not match")),
+        "{problems:?}"
+    );
 }
 
 #[test]

@@ -277,6 +277,12 @@ pub(crate) enum Cmd {
         /// The journal: a folder (it must exist), or a shared journal's URL.
         dir: PathBuf,
     },
+    /// The scoreboard: approval items by route (pending, escalated, approved, rejected,
+    /// expired), time to decision, deadlines missed, the share approved by rule.
+    Scoreboard {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+    },
     /// Record the approval rules and routes (JSON; FILE `-` reads stdin). Durable.
     #[command(after_help = RULES_HELP)]
     Rules {
@@ -365,6 +371,10 @@ pub(crate) enum Cmd {
         /// The wasi:http component [default: dist/interlock_http.wasm, or $INTERLOCK_HTTP_WASM].
         #[arg(long, value_name = "PATH")]
         component: Option<PathBuf>,
+        /// Deliver the notices due (an approval item entered, escalated or expired: to its
+        /// route's `notify_url`, signed with INTERLOCK_NOTIFY_SECRET) every SECONDS.
+        #[arg(long, value_name = "SECONDS")]
+        notify_every: Option<u64>,
     },
     /// The demo's child processes (run by `demo`).
     #[command(hide = true)]

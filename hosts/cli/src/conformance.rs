@@ -298,6 +298,9 @@ impl imported::Host for Driver {
     fn inbox(&mut self) -> wasmtime::Result<Result<String, imported::GateError>> {
         forward(self.worker()?.inbox(), |s| s)
     }
+    fn scoreboard(&mut self) -> wasmtime::Result<Result<String, imported::GateError>> {
+        forward(self.worker()?.scoreboard(), |s| s)
+    }
     fn decide(
         &mut self,
         decision: String,

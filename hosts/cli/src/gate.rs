@@ -377,6 +377,13 @@ impl GateHost {
         gate(api.call_inbox(&mut self.store))
     }
 
+    /// The scoreboard (JSON): items by route, time to decision, deadlines missed, the share
+    /// approved by rule.
+    pub fn scoreboard(&mut self) -> Result<String, Error> {
+        let api = self.api().clone();
+        gate(api.call_scoreboard(&mut self.store))
+    }
+
     /// A person's decision on an inbox item; answers the item after (JSON).
     pub fn decide(&mut self, decision: &str) -> Result<String, Error> {
         let api = self.api().clone();

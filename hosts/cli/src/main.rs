@@ -87,6 +87,7 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
         | Cmd::Reject { dir, .. }
         | Cmd::Resolve { dir, .. }
         | Cmd::Inbox { dir }
+        | Cmd::Scoreboard { dir }
         | Cmd::Rules { dir, .. }
         | Cmd::Confirm { dir, .. }
         | Cmd::RevokeApproval { dir, .. }
@@ -160,6 +161,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             evidence.as_deref(),
         ),
         Cmd::Inbox { dir } => people::inbox(ctx, &dir),
+        Cmd::Scoreboard { dir } => people::scoreboard(ctx, &dir),
         Cmd::Rules { dir, file } => people::rules(ctx, &dir, file.as_deref()),
         Cmd::Confirm {
             dir,
@@ -180,12 +182,14 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             targets,
             name,
             component,
+            notify_every,
         } => serve(
             &journals,
             listen,
             targets.as_deref(),
             name,
             component.as_deref(),
+            notify_every,
         ),
         Cmd::McpProxy {
             config,
@@ -249,12 +253,16 @@ fn serve(
     targets: Option<&Path>,
     name: String,
     component: Option<&Path>,
+    notify_every: Option<u64>,
 ) -> Result<u8, Failure> {
     let mut env: Vec<(String, String)> = [
         "INTERLOCK_TOKEN",
         "INTERLOCK_TARGETS",
         "INTERLOCK_RECEIPT_KEY",
         "INTERLOCK_STRICT_AUTHORITY",
+        "INTERLOCK_DECIDERS",
+        "INTERLOCK_WEBHOOK_SECRETS",
+        "INTERLOCK_NOTIFY_SECRET",
     ]
     .into_iter()
     .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
@@ -276,6 +284,20 @@ fn serve(
             "usage",
             "set INTERLOCK_TOKEN: every request must carry it (Authorization: Bearer <token>); \
              the gate is never served open",
+        ));
+    }
+    if notify_every.is_some() && settings.notify_secret.is_none() {
+        return Err(Failure::new(
+            2,
+            "usage",
+            "--notify-every needs INTERLOCK_NOTIFY_SECRET (whsec_<base64>): notices are signed",
+        ));
+    }
+    if notify_every == Some(0) {
+        return Err(Failure::new(
+            2,
+            "usage",
+            "--notify-every takes 1 second or more",
         ));
     }
     let journals = if is_journal_url(journals) {
@@ -310,6 +332,7 @@ fn serve(
                 println!("listening on http://{addr} (targets it performs: {targets:?})");
                 let _ = std::io::Write::flush(&mut std::io::stdout());
             }),
+            notify_every: notify_every.map(std::time::Duration::from_secs),
         },
     )
     .map_err(|e| Failure {

@@ -27,6 +27,44 @@ pub(crate) fn inbox(ctx: &Ctx, dir: &Path) -> Result<u8, Failure> {
     Ok(0)
 }
 
+pub(crate) fn scoreboard(ctx: &Ctx, dir: &Path) -> Result<u8, Failure> {
+    let text = ctx.gate(dir)?.scoreboard()?;
+    let b: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+    let n = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let share = b["share_approved_by_rule"]
+        .as_f64()
+        .map_or("-".to_string(), |f| format!("{:.0}%", f * 100.0));
+    let mut lines = vec![format!(
+        "{} approval request{}, {} approved by rule ({share}); effects settled by a person: {}, waiting: {}",
+        n(&b, "requests"),
+        if n(&b, "requests") == 1 { "" } else { "s" },
+        n(&b, "approved_by_rule"),
+        n(&b, "effects_settled_by_a_person"),
+        n(&b, "effects_waiting_for_a_person"),
+    )];
+    let minutes = |v: &Value| {
+        v.as_u64().map_or("-".to_string(), |ms| {
+            format!("{:.1} min", ms as f64 / 60_000.0)
+        })
+    };
+    for (route, r) in b["routes"].as_object().into_iter().flatten() {
+        lines.push(format!(
+            "route {route}: {} items ({} pending, {} escalated, {} approved, {} rejected, {} expired); time to decision: median {}, max {}; deadlines missed: {}",
+            n(r, "items"),
+            n(r, "pending"),
+            n(r, "escalated"),
+            n(r, "approved"),
+            n(r, "rejected"),
+            n(r, "expired"),
+            minutes(&r["median_time_to_decision_ms"]),
+            minutes(&r["max_time_to_decision_ms"]),
+            n(r, "deadlines_missed"),
+        ));
+    }
+    ctx.print(b, lines.join("\n"));
+    Ok(0)
+}
+
 /// One inbox item on one line, then what can be done.
 fn line(it: &Value) -> String {
     let s = |k: &str| it.get(k).and_then(Value::as_str).unwrap_or("");

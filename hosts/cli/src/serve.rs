@@ -61,6 +61,8 @@ pub struct Options {
     pub env: Vec<(String, String)>,
     /// Called once the socket is bound, with its address.
     pub on_listening: Box<dyn FnOnce(SocketAddr) + Send>,
+    /// Deliver the notices due (`POST .../notices`) of every journal this often.
+    pub notify_every: Option<std::time::Duration>,
 }
 
 /// One instance of the component and its store: one journal.
@@ -310,9 +312,13 @@ impl Server {
             .and_then(|v| v.to_str().ok())
             .map(String::from);
         let auth_arg = || Val::Option(authorization.clone().map(|a| Box::new(Val::String(a))));
+        let path_arg = Val::String(req.uri().path().to_string());
         // The token first, from the headers alone: a refused request is answered without
         // reading its body, makes no instance and opens no journal for its name.
-        if let Val::Option(Some(refusal)) = self.ask(|i| i.refusal, &[auth_arg()]).await? {
+        let asked = self
+            .ask(|i| i.refusal, &[path_arg.clone(), auth_arg()])
+            .await?;
+        if let Val::Option(Some(refusal)) = asked {
             return closing(&refusal);
         }
         // Then the whole body, before any instance is taken: a client that sends slowly,
@@ -321,7 +327,12 @@ impl Server {
         let body = match read_body(body).await {
             Ok(body) => body,
             Err((too_large, problem)) => {
-                let args = [auth_arg(), Val::Bool(too_large), Val::String(problem)];
+                let args = [
+                    path_arg,
+                    auth_arg(),
+                    Val::Bool(too_large),
+                    Val::String(problem),
+                ];
                 return closing(&self.ask(|i| i.unreadable, &args).await?);
             }
         };
@@ -403,6 +414,67 @@ async fn open_journal(server: &Server, instance: &mut Instance, name: Option<&st
     Ok(())
 }
 
+/// The names of the journals there are now.
+fn journal_names(journals: &Journals) -> Vec<String> {
+    match journals {
+        Journals::Url { name, .. } => vec![name.clone()],
+        Journals::Folder(dir) => std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().is_dir())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| interlock_core::http_api::journal_name_ok(n))
+            .collect(),
+    }
+}
+
+/// Every `every`, asks this server to deliver each journal's notices (`POST .../notices`,
+/// the component's rule: what is due, signed, recorded once delivered), and prints what
+/// went out.
+async fn notify(addr: SocketAddr, token: String, journals: Journals, every: std::time::Duration) {
+    let client = reqwest::Client::new();
+    let mut tick = tokio::time::interval(every);
+    loop {
+        tick.tick().await;
+        for name in journal_names(&journals) {
+            let url = format!("http://{addr}/v1/journals/{name}/notices");
+            let sent = client.post(&url).bearer_auth(&token).send().await;
+            let report = match sent {
+                Ok(r) => r.json::<serde_json::Value>().await.ok(),
+                Err(e) => {
+                    eprintln!("notices of {name}: {e}");
+                    None
+                }
+            };
+            for n in report
+                .as_ref()
+                .and_then(|r| r.as_array())
+                .into_iter()
+                .flatten()
+            {
+                let s = |k: &str| n.get(k).and_then(|v| v.as_str()).unwrap_or("");
+                let outcome = match n.get("delivered").and_then(|d| d.as_bool()) {
+                    Some(true) => "delivered".to_string(),
+                    _ => format!(
+                        "not delivered ({}), due again",
+                        n.get("status")
+                            .or(n.get("error"))
+                            .map(|v| v.to_string())
+                            .unwrap_or_default()
+                    ),
+                };
+                eprintln!(
+                    "notice {} ({}) to {}: {outcome}",
+                    s("id"),
+                    s("event"),
+                    s("url")
+                );
+            }
+        }
+    }
+}
+
 /// Loads the component, binds `options.listen` and serves until the process ends.
 pub fn run(wasm: &Path, options: Options) -> Result<()> {
     let engine = Engine::new(&wasmtime::Config::new()).map_err(anyhow::Error::from)?;
@@ -413,6 +485,12 @@ pub fn run(wasm: &Path, options: Options) -> Result<()> {
         .map_err(anyhow::Error::from)
         .with_context(|| format!("{} does not fit world http-gate", wasm.display()))?;
     let pre = ProxyPre::new(pre).map_err(anyhow::Error::from)?;
+    let token = options
+        .env
+        .iter()
+        .find(|(k, _)| k == "INTERLOCK_TOKEN")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
     let server = Arc::new(Server {
         pre,
         journals: options.journals,
@@ -428,6 +506,9 @@ pub fn run(wasm: &Path, options: Options) -> Result<()> {
             .with_context(|| format!("cannot listen on {}", options.listen))?;
         let addr = listener.local_addr()?;
         (options.on_listening)(addr);
+        if let Some(every) = options.notify_every {
+            tokio::task::spawn(notify(addr, token, server.journals.clone(), every));
+        }
         loop {
             let (client, _) = listener.accept().await?;
             let server = server.clone();

@@ -14,16 +14,17 @@ import { gateRoot, SystemClock, StorageError } from '@interlock/gate/core';
  * @typedef {{ tag: 'ok', val: { status: number, body: string } } | { tag: 'err', val: string }} ApiAnswer
  * @typedef {{
  *   configure(settings: [string, string][]): void,
- *   handle(request: { method: string, path: string, authorization?: string, body: Uint8Array }): ApiStep,
+ *   handle(request: { method: string, path: string, authorization?: string, headers: [string, string][], body: Uint8Array }): ApiStep,
  *   resume(id: bigint, answer: ApiAnswer | undefined): ApiStep,
  *   abandon(id: bigint): void,
- *   unreadable(authorization: string | undefined, tooLarge: boolean, problem: string): ApiResponse,
- *   refusal(authorization: string | undefined): ApiResponse | undefined,
+ *   unreadable(path: string, authorization: string | undefined, tooLarge: boolean, problem: string): ApiResponse,
+ *   refusal(path: string, authorization: string | undefined): ApiResponse | undefined,
  * }} HttpApi the component's `interlock:gate/http-api` export, as jco binds it
  */
 
 /** The settings the component's http-api takes, from the Worker's bindings. */
-export const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY', 'INTERLOCK_STRICT_AUTHORITY'];
+export const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY', 'INTERLOCK_STRICT_AUTHORITY',
+  'INTERLOCK_DECIDERS', 'INTERLOCK_WEBHOOK_SECRETS', 'INTERLOCK_NOTIFY_SECRET'];
 
 /**
  * The `http-api` of a gate component instance, configured with the bindings `keys` of `env`
@@ -172,10 +173,12 @@ export class GateApi {
   async handle(request) {
     const authorization = request.headers.get('authorization') ?? undefined;
     // The bytes as they came: the component decodes them (strictly, as UTF-8).
+    const path = new URL(request.url).pathname;
     const body = await readBody(request);
-    if (!('bytes' in body)) return toResponse(this.api.unreadable(authorization, body.tooLarge, body.problem));
-    const url = new URL(request.url);
-    let step = this.api.handle({ method: request.method, path: url.pathname, authorization, body: body.bytes });
+    if (!('bytes' in body)) return toResponse(this.api.unreadable(path, authorization, body.tooLarge, body.problem));
+    // Names in lower case, as the Fetch API gives them.
+    const headers = [...request.headers];
+    let step = this.api.handle({ method: request.method, path, authorization, headers, body: body.bytes });
     for (;;) {
       const { id, next } = step;
       if (next.tag === 'respond') {

@@ -19,6 +19,7 @@ import { GateApi, configured, front, toResponse } from './api.js';
 
 /**
  * @typedef {{ INTERLOCK_TOKEN?: string, INTERLOCK_TARGETS?: string, INTERLOCK_RECEIPT_KEY?: string, INTERLOCK_STRICT_AUTHORITY?: string,
+ *   INTERLOCK_DECIDERS?: string, INTERLOCK_WEBHOOK_SECRETS?: string, INTERLOCK_NOTIFY_SECRET?: string,
  *   INTERLOCK_EXPLICIT_SYNC?: string, JOURNALS: any }} Env
  */
 
@@ -85,9 +86,10 @@ export default {
    */
   async fetch(request, env) {
     gateFront ??= front(env);
-    const refused = (await gateFront).refusal(request.headers.get('authorization') ?? undefined);
+    const path = new URL(request.url).pathname;
+    const refused = (await gateFront).refusal(path, request.headers.get('authorization') ?? undefined);
     if (refused) return toResponse(refused);
-    const name = /^\/v1\/journals\/([^/]*)/.exec(new URL(request.url).pathname)?.[1] ?? '';
+    const name = /^\/v1\/journals\/([^/]*)/.exec(path)?.[1] ?? '';
     return env.JOURNALS.get(env.JOURNALS.idFromName(name)).fetch(request);
   },
 };

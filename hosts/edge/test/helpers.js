@@ -91,12 +91,13 @@ export async function startWorkerd({ worker = 'interlock', disk, env = {} }) {
  * wasi:http component on wasmtime); resolves when it prints where it listens. Same shape as
  * startWorkerd; `env`: the component's settings (INTERLOCK_TARGETS, ...).
  * `journals`: a shared journal's URL instead of `disk` (with `name`, the one journal served).
- * @param {{ disk: string, env?: Record<string, string>, journals?: string, name?: string }} o
+ * `args`: more of serve's options (`--notify-every 1`).
+ * @param {{ disk: string, env?: Record<string, string>, journals?: string, name?: string, args?: string[] }} o
  */
-export async function startServe({ disk, env = {}, journals, name }) {
+export async function startServe({ disk, env = {}, journals, name, args = [] }) {
   const cli = process.env.INTERLOCK_CLI;
   if (!cli) throw new Error('set INTERLOCK_CLI to the interlock binary');
-  const proc = spawn(cli, ['serve', journals ?? disk, '--listen', '127.0.0.1:0', ...(name ? ['--name', name] : [])], {
+  const proc = spawn(cli, ['serve', journals ?? disk, '--listen', '127.0.0.1:0', ...(name ? ['--name', name] : []), ...args], {
     env: { PATH: process.env.PATH, INTERLOCK_TOKEN: TOKEN, ...(process.env.INTERLOCK_HTTP_WASM ? { INTERLOCK_HTTP_WASM: process.env.INTERLOCK_HTTP_WASM } : {}), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -494,6 +494,15 @@ export class Gate {
   }
 
   /**
+   * Items by route, time to decision, deadlines missed, the share approved by rule, from
+   * the journal.
+   * @returns {object}
+   */
+  scoreboard() {
+    return JSON.parse(this.#call('scoreboard'));
+  }
+
+  /**
    * A person's decision on an inbox item, checked against the decider's own lease and the
    * item's route; the item after. Not allowed: InvalidFieldError saying why.
    * @param {{ item: string, decider: string, verdict: string, why?: string, evidence?: unknown }} decision

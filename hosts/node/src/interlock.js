@@ -324,6 +324,15 @@ export class Interlock {
   inbox() {
     return this.gate.inbox();
   }
+
+  /**
+   * The scoreboard: approval items by route (pending, escalated, approved, rejected,
+   * expired), time to decision, deadlines missed, the share approved by rule.
+   * @returns {object}
+   */
+  scoreboard() {
+    return this.gate.scoreboard();
+  }
   /**
    * A person's decision on an inbox item: approve, reject, happened, did_not_happen, dismiss.
    * @param {{ item: string, decider: string, verdict: string, why?: string, evidence?: unknown }} decision

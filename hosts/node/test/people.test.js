@@ -44,6 +44,10 @@ test('a large refund waits in the inbox until two distinct people approve it, th
   assert.deepEqual(after.approved_by, ['alice@shop', 'bob@shop']);
   assert.deepEqual(gate.inbox(), []);
   assert.equal((await refund('order_881', 9000)).state, 'COMMITTED');
+  const board = gate.scoreboard();
+  assert.equal(board.requests, 1);
+  assert.equal(board.routes.finance.approved, 1);
+  assert.equal(board.routes.finance.decided, 1);
   assert.equal(sent.length, 1);
 });
 

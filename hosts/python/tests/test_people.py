@@ -60,6 +60,12 @@ def test_a_large_refund_waits_for_two_people_then_goes_out_once(tmp_path: Path) 
     assert gate.inbox() == []
     assert refund("order_881", 9000).status == State.COMMITTED
     assert payments.refund_count() == 1
+    board = gate.scoreboard()
+    assert board["requests"] == 1
+    assert {k: board["routes"]["finance"][k] for k in ("items", "approved", "decided", "deadlines_missed")} == \
+        {"items": 1, "approved": 1, "decided": 1, "deadlines_missed": 0}
+    receipt = gate.receipt(out.effect_id)
+    assert [d["decider"] for d in receipt["people"]["decisions"]] == ["alice@shop", "bob@shop"]
 
 
 def test_a_rejection_is_a_persons_no(tmp_path: Path) -> None:

@@ -30,6 +30,40 @@ use crate::webhooks::{self, Delivery, Scheme};
 
 pub(crate) const RULES_STREAM: &str = "rules:approval";
 
+/// What a receipt says of the people behind an effect: the rule, the route, every
+/// decision (who, the verdict, why, evidence, when), pinned by the item stream's length and
+/// head hash so an edit is caught; `None` when no person or rule was involved.
+pub(crate) fn receipt_part(s: &Stream) -> Option<Value> {
+    let id = s.name.strip_prefix("request:")?;
+    let item = Item::read(id, s)?;
+    let mut m = Map::new();
+    m.insert("stream".into(), s.name.clone().into());
+    if item.is_request() {
+        m.insert("rule".into(), item.rule.clone().into());
+        m.insert("by_rule".into(), item.by_rule.into());
+        if !item.by_rule {
+            m.insert("route".into(), item.route_name.clone().into());
+        }
+    }
+    m.insert("decisions".into(), item.decisions.clone().into());
+    m.insert("head".into(), json!({"length": s.len(), "hash": s.head}));
+    Some(Value::Object(m))
+}
+
+/// The receipt part the journal gives for the length `part` pins (`None`: it pins a length
+/// the journal does not have).
+pub(crate) fn pinned_part(
+    j: &mut dyn Journal,
+    effect_id: &str,
+    part: &Value,
+) -> Result<Option<Value>, GateError> {
+    let s = Stream::load(j, &request_stream(effect_id))?;
+    let Some(pinned) = s.pinned(part) else {
+        return Ok(None);
+    };
+    Ok(receipt_part(&pinned))
+}
+
 pub(crate) fn request_stream(effect_id: &str) -> String {
     format!("request:{effect_id}")
 }
@@ -57,6 +91,8 @@ pub(crate) enum Note {
     Contradicted,
     /// A webhook event recorded (a replay of it records nothing).
     Seen,
+    /// A notice of the item was delivered to its route's `notify_url`.
+    Notified,
 }
 
 impl Spelled for Note {
@@ -69,6 +105,7 @@ impl Spelled for Note {
             Note::Expired => "EXPIRED",
             Note::Contradicted => "CONTRADICTED",
             Note::Seen => "SEEN",
+            Note::Notified => "NOTIFIED",
         }
     }
 }
@@ -111,7 +148,7 @@ impl Status {
 }
 
 /// An effect a rule sent to a person, read from its request stream.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 struct Item {
     effect_id: String,
     rule: String,
@@ -134,6 +171,22 @@ struct Item {
     /// A decision on the effect itself (happened, did_not_happen, dismiss), if any.
     resolution: Option<Map<String, Value>>,
     decisions: Vec<Value>,
+    /// The ids of the notices delivered.
+    notified: Vec<String>,
+}
+
+/// A notice for a route's `notify_url` (Standard Webhooks): an item entered, escalated or
+/// expired. `id` is the message's `webhook-id`, the same on every delivery attempt, so a
+/// receiver drops a repeat.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Notice {
+    pub id: String,
+    pub item: String,
+    pub url: String,
+    /// `approval.entered`, `approval.escalated`, `approval.expired`.
+    pub event: &'static str,
+    /// The message: `{"type": "interlock.<event>", "timestamp", "data": <the inbox item>}`.
+    pub body: String,
 }
 
 impl Item {
@@ -156,14 +209,7 @@ impl Item {
                 .cloned()
                 .unwrap_or_default(),
             round_at_ms: at_ms(first),
-            round: 0,
-            approvals: Vec::new(),
-            rejection: None,
-            expired: false,
-            returned: Vec::new(),
-            contradiction: None,
-            resolution: None,
-            decisions: Vec::new(),
+            ..Item::default()
         };
         if note_of(first) != Note::Requested.spelling() {
             // A stream that only records a contradiction or a resolution (an effect no rule
@@ -202,6 +248,7 @@ impl Item {
                 }
                 "EXPIRED" => it.expired = true,
                 "CONTRADICTED" => it.contradiction = Some(Value::Object(e.clone())),
+                "NOTIFIED" => it.notified.push(str_of(e, "id")),
                 _ => {}
             }
         }
@@ -296,6 +343,28 @@ impl Item {
         m.insert("actions".into(), actions.to_vec().into());
         Value::Object(m)
     }
+}
+
+/// `2026-12-02T07:40:17.123Z` for a Unix time in ms (the Standard Webhooks payload's
+/// `timestamp`; days to a civil date by Howard Hinnant's algorithm).
+fn iso8601(ms: u64) -> String {
+    let (secs, milli) = (ms / 1000, ms % 1000);
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60
+    )
 }
 
 fn str_of(e: &Map<String, Value>, k: &str) -> String {
@@ -710,6 +779,130 @@ impl Gate {
         Ok(Value::Array(items))
     }
 
+    /// The scoreboard, a view of the journal: items by route (pending, escalated, approved,
+    /// rejected, expired), time to decision, deadlines missed (decided after the
+    /// escalation time, or expired), the share approved by rule, and the effects a person
+    /// settled (AMBIGUOUS, refused).
+    pub fn scoreboard(&mut self, j: &mut dyn Journal, now_ms: u64) -> Result<Value, GateError> {
+        let mut routes: BTreeMap<String, Board> = BTreeMap::new();
+        let (mut requests, mut by_rule) = (0u64, 0u64);
+        let (mut settled, mut open) = (0u64, 0u64);
+        for name in j.streams()? {
+            if let Some(id) = name.strip_prefix("effect:") {
+                let effect = self.load(j, &name)?;
+                let req = self.load(j, &request_stream(id))?;
+                let item = Item::read(id, &req).unwrap_or_else(|| Item::bare(id, &effect));
+                if item.resolution.is_some() {
+                    settled += 1;
+                } else if view(&item, &effect, now_ms).is_some_and(|v| v["kind"] != "approval") {
+                    open += 1;
+                }
+                continue;
+            }
+            let Some(id) = name.strip_prefix("request:") else {
+                continue;
+            };
+            let req = self.load(j, &name)?;
+            let Some(item) = Item::read(id, &req).filter(Item::is_request) else {
+                continue;
+            };
+            requests += 1;
+            if item.by_rule {
+                by_rule += 1;
+                continue;
+            }
+            routes
+                .entry(item.route_name.clone())
+                .or_default()
+                .count(&item, now_ms);
+        }
+        let share = if requests == 0 {
+            Value::Null
+        } else {
+            json!((by_rule as f64) / (requests as f64))
+        };
+        Ok(json!({
+            "requests": requests,
+            "approved_by_rule": by_rule,
+            "share_approved_by_rule": share,
+            "routes": routes.iter().map(|(k, b)| (k.clone(), b.to_json())).collect::<Map<_, _>>(),
+            "effects_settled_by_a_person": settled,
+            "effects_waiting_for_a_person": open,
+        }))
+    }
+
+    /// The notices due now (a route's `notify_url`, `Notice`): an item that entered its
+    /// route and waits, one that escalated, one that expired, each once per round, until
+    /// [`Gate::notice_delivered`] records it. A view of the journal, like the inbox.
+    pub fn notices(&mut self, j: &mut dyn Journal, now_ms: u64) -> Result<Vec<Notice>, GateError> {
+        let mut out = Vec::new();
+        for name in j.streams()? {
+            let Some(id) = name.strip_prefix("request:") else {
+                continue;
+            };
+            let req = self.load(j, &name)?;
+            let Some(item) = Item::read(id, &req).filter(Item::is_request) else {
+                continue;
+            };
+            let Some(url) = item.route.as_ref().and_then(|r| r.notify_url.clone()) else {
+                continue;
+            };
+            let due: &[&'static str] = match item.status(now_ms) {
+                Status::Pending { escalated: false } => &["approval.entered"],
+                Status::Pending { escalated: true } => &["approval.entered", "approval.escalated"],
+                Status::Expired => &["approval.expired"],
+                _ => &[],
+            };
+            for event in due {
+                let nid = format!("{id}.{event}.{}", item.round);
+                if item.notified.contains(&nid) {
+                    continue;
+                }
+                let data = view(&item, &Stream::empty(""), now_ms)
+                    .unwrap_or_else(|| item.to_json("approval", now_ms, &[]));
+                let body = json!({"type": format!("interlock.{event}"),
+                                  "timestamp": iso8601(now_ms), "data": data});
+                out.push(Notice {
+                    id: nid,
+                    item: id.into(),
+                    url: url.clone(),
+                    event,
+                    body: canonical(&body),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// Records that notice `id` of `item` was delivered (its receiver answered 2xx); once.
+    pub fn notice_delivered(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        item: &str,
+        id: &str,
+    ) -> Result<(), GateError> {
+        check_effect_id(item).map_err(|_| field_err("/item", "is not an effect id"))?;
+        let ((), s) = self.compare_and_append(
+            j,
+            &request_stream(item),
+            now_ms,
+            true,
+            |_, _, s| {
+                if Item::read(item, s).is_some_and(|i| i.notified.iter().any(|n| n == id)) {
+                    return Ok(Plan::Done(()));
+                }
+                Ok(Plan::Append(
+                    vec![(Note::Notified, fields!("id" => id))],
+                    (),
+                ))
+            },
+            || format!("the item {item} kept changing"),
+        )?;
+        self.remember(&s);
+        Ok(())
+    }
+
     /// A service's signed webhook: checked (`crate::webhooks`), then what it says of the
     /// effect it names is recorded: CONFIRMED when it happened and the journal agrees or
     /// does not know (AMBIGUOUS), a `did_not_happen` decision by the service for an
@@ -825,23 +1018,73 @@ impl Item {
             .unwrap_or(Value::Null);
         Item {
             effect_id: id.into(),
-            rule: String::new(),
-            by_rule: false,
-            route_name: String::new(),
-            route: None,
-            needed: 0,
             proposal,
-            premises_seen: Map::new(),
-            round_at_ms: 0,
-            round: 0,
-            approvals: Vec::new(),
-            rejection: None,
-            expired: false,
-            returned: Vec::new(),
-            contradiction: None,
-            resolution: None,
-            decisions: Vec::new(),
+            ..Item::default()
         }
+    }
+}
+
+/// One route's figures on the scoreboard.
+#[derive(Default)]
+struct Board {
+    statuses: BTreeMap<&'static str, u64>,
+    /// Time from a round's start to the decision that settled it, per decided item.
+    decision_ms: Vec<u64>,
+    deadlines_missed: u64,
+}
+
+impl Board {
+    fn count(&mut self, item: &Item, now_ms: u64) {
+        let status = item.status(now_ms);
+        *self.statuses.entry(status.name()).or_default() += 1;
+        let decided_at = match status {
+            Status::Approved { .. } => item.approvals.last().map(|(_, e)| e["at_ms"].as_u64()),
+            Status::Rejected { .. } => item
+                .decisions
+                .iter()
+                .rev()
+                .find(|d| d["verdict"] == "reject")
+                .map(|d| d["at_ms"].as_u64()),
+            _ => None,
+        }
+        .flatten();
+        if let Some(at) = decided_at {
+            self.decision_ms.push(at.saturating_sub(item.round_at_ms));
+        }
+        let route = item.route.as_ref();
+        let escalation = route.and_then(|r| r.duration_before_escalation_ms);
+        let late = match (decided_at, escalation) {
+            (Some(at), Some(d)) => at.saturating_sub(item.round_at_ms) >= d,
+            (None, _) => matches!(
+                status,
+                Status::Expired | Status::Pending { escalated: true }
+            ),
+            _ => false,
+        };
+        if late {
+            self.deadlines_missed += 1;
+        }
+    }
+
+    fn to_json(&self) -> Value {
+        let mut sorted = self.decision_ms.clone();
+        sorted.sort_unstable();
+        let median = sorted.get(sorted.len() / 2).copied();
+        let mut m: Map<String, Value> = ["pending", "escalated", "approved", "rejected", "expired"]
+            .iter()
+            .map(|k| {
+                (
+                    (*k).into(),
+                    self.statuses.get(k).copied().unwrap_or(0).into(),
+                )
+            })
+            .collect();
+        m.insert("items".into(), self.statuses.values().sum::<u64>().into());
+        m.insert("decided".into(), (sorted.len() as u64).into());
+        m.insert("median_time_to_decision_ms".into(), json!(median));
+        m.insert("max_time_to_decision_ms".into(), json!(sorted.last()));
+        m.insert("deadlines_missed".into(), self.deadlines_missed.into());
+        Value::Object(m)
     }
 }
 

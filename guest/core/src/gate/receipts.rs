@@ -74,7 +74,11 @@ impl Gate {
         if s.entries.is_empty() {
             return Err(GateError::UnknownEffect(effect_id.into()));
         }
-        let r = receipt::build(effect_id, &s);
+        let mut r = receipt::build(effect_id, &s);
+        let people = Stream::load(j, &super::people::request_stream(effect_id))?;
+        if let (Some(part), Value::Object(m)) = (super::people::receipt_part(&people), &mut r) {
+            m.insert("people".into(), part);
+        }
         Ok(canonical(&match key {
             Some(k) => receipt::sign(r, k),
             None => r,
@@ -105,19 +109,21 @@ impl Gate {
             if !s.entries.is_empty() && report.problems.is_empty() {
                 let mut body = r.clone();
                 body.as_object_mut().map(|o| o.remove("signature"));
+                // The decisions it names, pinned as the effect's entries are.
+                let people = body.as_object_mut().and_then(|o| o.remove("people"));
+                if let Some(p) = people {
+                    let held = super::people::pinned_part(j, id, &p)?;
+                    if held.as_ref() != Some(&p) {
+                        report.problems.push(receipt::Problem {
+                            stream: super::people::request_stream(id),
+                            seq: 0,
+                            kind: receipt::ProblemKind::HashMismatch,
+                            detail: "the receipt's decisions do not match the journal".into(),
+                        });
+                    }
+                }
                 // A receipt pins 1..=len entries; anything else cannot match this journal.
-                let pinned = r
-                    .pointer("/head/length")
-                    .and_then(Value::as_u64)
-                    .filter(|l| (1..=s.len()).contains(l))
-                    .map(|l| Stream {
-                        entries: s.entries[..l as usize].to_vec(),
-                        head: s.entries[l as usize - 1]["hash"]
-                            .as_str()
-                            .unwrap_or("")
-                            .into(),
-                        ..s.clone()
-                    });
+                let pinned = s.pinned(&r);
                 let matches =
                     pinned.is_some_and(|p| canonical(&receipt::build(id, &p)) == canonical(&body));
                 if !matches {

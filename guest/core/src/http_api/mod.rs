@@ -20,7 +20,8 @@ use alloc::vec::Vec;
 use serde_json::{json, Value};
 
 use crate::tools::outcome_json;
-use crate::{Ask, ClaimWait, Gate, GateError, Journal, Outcome, Reply, Step};
+use crate::webhooks::{Delivery, Scheme};
+use crate::{Ask, ClaimWait, Gate, GateError, Journal, Notice, Outcome, Reply, Step};
 
 mod auth;
 mod codec;
@@ -71,11 +72,20 @@ enum Job {
         at: usize,
         done: Vec<Value>,
     },
+    /// `POST .../notices`: each notice due, delivered in turn.
+    Notify {
+        notices: Vec<Notice>,
+        at: usize,
+        done: Vec<Value>,
+    },
 }
 
 /// What a parked request waits for: the target's answer to this gate step, or the end of
-/// the sleep it asks (the gate waiting out a live claim).
-struct Wait(Step);
+/// the sleep it asks (the gate waiting out a live claim); or a notice receiver's answer.
+enum Wait {
+    Gate(Step),
+    Notice,
+}
 
 /// What a finished gate operation leads to.
 enum Flow {
@@ -103,10 +113,28 @@ fn pending(step: Result<Step, GateError>) -> Result<Step, Result<Outcome, GateEr
     }
 }
 
+/// One request as its route sees it.
+struct Call<'a> {
+    method: &'a str,
+    parts: &'a [&'a str],
+    body: &'a str,
+    who: &'a Caller,
+    headers: &'a [(String, String)],
+}
+
 /// What a route leads to.
 enum Routed {
     Respond(Response),
     Start(Job, Result<Step, GateError>),
+    /// Deliver notices (no gate operation).
+    Notify(Job),
+}
+
+/// How long a notice's receiver may take to answer, in ms.
+pub const NOTICE_TIMEOUT_MS: u64 = 10_000;
+
+fn done_json(v: Value) -> ApiStep {
+    done(Response::json(200, &v))
 }
 
 /// The server of one journal, sans-IO: [`Server::handle`] a request, then do what each
@@ -165,14 +193,15 @@ impl Server {
     }
 
     /// A request whose body could not be read (`too_large`: past the server's limit, given
-    /// in `problem`): 401 without the token, else 413 or 400; nothing recorded.
+    /// in `problem`): 401 without a token the route takes, else 413 or 400; nothing recorded.
     pub fn unreadable(
         &self,
+        path: &str,
         authorization: Option<&str>,
         too_large: bool,
         problem: &str,
     ) -> Response {
-        if let Some(r) = self.refusal(authorization) {
+        if let Some(r) = self.refusal(path, authorization) {
             r
         } else if too_large {
             failure(413, "too-large", format!("the request body is {problem}"))
@@ -181,14 +210,26 @@ impl Server {
         }
     }
 
-    /// The answer refusing a request without the token (401; 500 while the settings are
+    /// The answer refusing a request to `path` without a token its route takes (401; 403
+    /// for a decider's token on a route that is not theirs; 500 while the settings are
     /// wrong), or `None`: what `handle` checks first, for a front that routes to one server
-    /// per journal and must not reach a journal for a refused request.
-    pub fn refusal(&self, authorization: Option<&str>) -> Option<Response> {
-        match &self.settings {
-            Err(p) => Some(server_failure(p)),
-            Ok(s) if !authorized(s.token.as_deref(), authorization) => Some(unauthorized()),
-            Ok(_) => None,
+    /// per journal and must not reach a journal for a refused request. A webhook route
+    /// takes no token: its signature is checked when it is handled.
+    pub fn refusal(&self, path: &str, authorization: Option<&str>) -> Option<Response> {
+        let s = match &self.settings {
+            Err(p) => return Some(server_failure(p)),
+            Ok(s) => s,
+        };
+        match (access(path), caller(s, authorization)) {
+            (Access::Signed, _) => None,
+            (_, Caller::Nobody) => Some(unauthorized()),
+            (Access::Operator, Caller::Decider(name)) => Some(forbidden(
+                "forbidden",
+                format!(
+                    "{name}'s token opens only the inbox, the scoreboard and their own decisions"
+                ),
+            )),
+            _ => None,
         }
     }
 
@@ -201,9 +242,13 @@ impl Server {
 
     /// Starts answering `req`.
     pub fn handle(&mut self, j: &mut dyn Journal, now: u64, req: &Request) -> ApiStep {
-        if let Some(r) = self.refusal(req.authorization) {
+        if let Some(r) = self.refusal(req.path, req.authorization) {
             return done(r);
         }
+        let who = match &self.settings {
+            Ok(s) => caller(s, req.authorization),
+            Err(_) => unreachable!("a misconfigured server was refused above"),
+        };
         let Some(rest) = req.path.strip_prefix("/v1/journals/") else {
             let r = failure(
                 404,
@@ -240,9 +285,17 @@ impl Server {
                 return done(invalid_body(&problem));
             }
         };
-        match self.route(j, now, req.method, &parts, body) {
+        let call = Call {
+            method: req.method,
+            parts: &parts,
+            body,
+            who: &who,
+            headers: req.headers,
+        };
+        match self.route(j, now, call) {
             Ok(Routed::Respond(r)) => done(r),
             Ok(Routed::Start(job, first)) => self.advance(j, now, job, first),
+            Ok(Routed::Notify(job)) => self.notify_next(now, job),
             Err(e) => done(gate_failure(&e)),
         }
     }
@@ -264,7 +317,10 @@ impl Server {
             );
             return done(r);
         };
-        let Wait(s) = wait;
+        let s = match wait {
+            Wait::Gate(s) => s,
+            Wait::Notice => return self.notified(j, now, job, answer),
+        };
         let reply = match s.ask {
             Ask::Sleep(_) => Reply::Slept,
             _ => {
@@ -279,7 +335,7 @@ impl Server {
     /// Drops request `id` (its client went away): what the journal holds stays, and an
     /// effect left open is recovered later.
     pub fn abandon(&mut self, id: u64) {
-        if let Some((_, Wait(s))) = self.pending.remove(&id) {
+        if let Some((_, Wait::Gate(s))) = self.pending.remove(&id) {
             self.gate.cancel(s.op);
         }
     }
@@ -304,7 +360,7 @@ impl Server {
                 },
             };
             if let Ask::Sleep(ms) = s.ask {
-                return self.park(job, Wait(s), Next::Sleep(ms));
+                return self.park(job, Wait::Gate(s), Next::Sleep(ms));
             }
             let timeout_ms = match &s.ask {
                 Ask::Apply { effect_id, .. } => match self.gate.send_timeout_ms(j, effect_id) {
@@ -322,7 +378,7 @@ impl Server {
                 Err(_) => unreachable!("a misconfigured server starts no job"),
             };
             match target_request(targets, &s.ask, timeout_ms) {
-                Ok(fetch) => return self.park(job, Wait(s), Next::Fetch(fetch)),
+                Ok(fetch) => return self.park(job, Wait::Gate(s), Next::Fetch(fetch)),
                 Err(reply) => step = self.gate.resume(j, now, s.op, reply),
             }
         }
@@ -344,6 +400,7 @@ impl Server {
         };
         match job {
             Job::Effects | Job::Recover => Flow::Respond(answer(r)),
+            Job::Notify { .. } => unreachable!("delivering notices runs no gate operation"),
             Job::RecoverAll { ids, at, mut done } => {
                 done.push(recover_json(r, &ids[at]));
                 if at + 1 == ids.len() {
@@ -362,14 +419,100 @@ impl Server {
         }
     }
 
+    /// Delivers the next notice of a `Notify` job, or answers what was delivered.
+    fn notify_next(&mut self, now: u64, job: Job) -> ApiStep {
+        let Job::Notify { notices, at, done } = job else {
+            unreachable!("only a notify job delivers notices")
+        };
+        let Some(n) = notices.get(at) else {
+            return done_json(Value::Array(done));
+        };
+        let secret = match &self.settings {
+            Ok(s) => s.notify_secret.clone().unwrap_or_default(),
+            Err(_) => unreachable!("a misconfigured server starts no job"),
+        };
+        let ts = now / 1000;
+        let signature = crate::webhooks::sign_standard(&secret, &n.id, ts, n.body.as_bytes())
+            .expect("the notify secret was checked when the settings were read");
+        let fetch = Fetch {
+            method: "POST".into(),
+            url: n.url.clone(),
+            headers: Vec::from([
+                ("content-type".to_string(), "application/json".to_string()),
+                ("webhook-id".to_string(), n.id.clone()),
+                ("webhook-timestamp".to_string(), ts.to_string()),
+                ("webhook-signature".to_string(), signature),
+            ]),
+            body: Some(n.body.clone()),
+            timeout_ms: Some(NOTICE_TIMEOUT_MS),
+        };
+        self.park(
+            Job::Notify { notices, at, done },
+            Wait::Notice,
+            Next::Fetch(fetch),
+        )
+    }
+
+    /// A notice receiver answered (2xx: delivered, recorded; else it is due again later).
+    fn notified(
+        &mut self,
+        j: &mut dyn Journal,
+        now: u64,
+        job: Job,
+        answer: Option<Result<Fetched, String>>,
+    ) -> ApiStep {
+        let Job::Notify {
+            notices,
+            at,
+            mut done,
+        } = job
+        else {
+            unreachable!("only a notify job waits for a notice")
+        };
+        let n = &notices[at];
+        let mut v = json!({"id": n.id, "item": n.item, "event": n.event, "url": n.url});
+        match answer.unwrap_or_else(|| Err("no answer was given".into())) {
+            Ok(f) if (200..300).contains(&f.status) => {
+                match self.gate.notice_delivered(j, now, &n.item, &n.id) {
+                    Ok(()) => v["delivered"] = json!(true),
+                    Err(e) => {
+                        v["delivered"] = json!(true);
+                        v["error"] = error_json(&e)["error"].clone();
+                    }
+                }
+                v["status"] = json!(f.status);
+            }
+            Ok(f) => {
+                v["delivered"] = json!(false);
+                v["status"] = json!(f.status);
+            }
+            Err(e) => {
+                v["delivered"] = json!(false);
+                v["error"] = json!(e);
+            }
+        }
+        done.push(v);
+        let next = Job::Notify {
+            notices,
+            at: at + 1,
+            done,
+        };
+        self.notify_next(now, next)
+    }
+
     fn route(
         &mut self,
         j: &mut dyn Journal,
         now: u64,
-        method: &str,
-        parts: &[&str],
-        body: &str,
+        call: Call<'_>,
     ) -> Result<Routed, GateError> {
+        let Call {
+            method,
+            parts,
+            body,
+            who,
+            headers,
+        } = call;
         let ok = |v: Value| Ok(Routed::Respond(Response::json(200, &v)));
         let empty = || Ok(Routed::Respond(Response::empty()));
         let json_body = || -> Result<Value, GateError> {
@@ -505,6 +648,84 @@ impl Server {
             ("POST", ["approvals"]) => {
                 self.gate.approve(j, now, body)?;
                 empty()
+            }
+            ("GET", ["inbox"]) => ok(self.gate.inbox(j, now)?),
+            ("POST", ["inbox", item, "decision"]) => {
+                let Caller::Decider(name) = who else {
+                    let r = forbidden(
+                        "decider-required",
+                        "a decision is made with the decider's own token (INTERLOCK_DECIDERS), never the server's",
+                    );
+                    return Ok(Routed::Respond(r));
+                };
+                let mut d = match json_body()? {
+                    Value::Object(d) => d,
+                    _ => return Err(invalid("", "must be a JSON object: the decision")),
+                };
+                if let Some(given) = d.get("decider").filter(|g| g.as_str() != Some(name)) {
+                    let r = forbidden(
+                        "not-your-name",
+                        format!("this token is {name}'s; it cannot decide as {given}"),
+                    );
+                    return Ok(Routed::Respond(r));
+                }
+                if d.get("item").is_some_and(|i| i.as_str() != Some(*item)) {
+                    return Err(invalid("/item", "differs from the item in the path"));
+                }
+                d.insert("item".into(), json!(item));
+                d.insert("decider".into(), json!(name));
+                ok(self.gate.decide(j, now, &Value::Object(d).to_string())?)
+            }
+            ("GET", ["approval-rules"]) => ok(self.gate.approval_rules(j)?),
+            ("PUT", ["approval-rules"]) => {
+                self.gate.set_approval_rules(j, now, body)?;
+                ok(self.gate.approval_rules(j)?)
+            }
+            ("GET", ["scoreboard"]) => ok(self.gate.scoreboard(j, now)?),
+            ("POST", ["webhooks", scheme]) => {
+                let Some(sch) = Scheme::parse(scheme) else {
+                    let r = failure(
+                        404,
+                        "not-found",
+                        format!("no webhook scheme {scheme:?} (stripe, standard-webhooks)"),
+                    );
+                    return Ok(Routed::Respond(r));
+                };
+                let secret = match &self.settings {
+                    Ok(s) => s.webhook_secrets.get(*scheme),
+                    Err(_) => unreachable!("a misconfigured server routes nothing"),
+                };
+                let Some(secret) = secret.cloned() else {
+                    let r = failure(
+                        404,
+                        "not-found",
+                        format!("this server takes no {scheme} webhooks: no secret for it in INTERLOCK_WEBHOOK_SECRETS"),
+                    );
+                    return Ok(Routed::Respond(r));
+                };
+                let delivery = Delivery {
+                    scheme: sch,
+                    headers,
+                    body: body.as_bytes(),
+                };
+                ok(self.gate.webhook(j, now, delivery, &secret, None)?)
+            }
+            ("POST", ["notices"]) => {
+                let configured = matches!(&self.settings, Ok(s) if s.notify_secret.is_some());
+                if !configured {
+                    let r = failure(
+                        409,
+                        "notify-secret-missing",
+                        "notices are signed: set INTERLOCK_NOTIFY_SECRET (whsec_<base64>) to deliver them",
+                    );
+                    return Ok(Routed::Respond(r));
+                }
+                let notices = self.gate.notices(j, now)?;
+                Ok(Routed::Notify(Job::Notify {
+                    notices,
+                    at: 0,
+                    done: Vec::new(),
+                }))
             }
             ("GET", ["entries"]) => {
                 // The journal import has no order across streams: stream by stream, in

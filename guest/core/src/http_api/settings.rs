@@ -38,6 +38,17 @@ pub struct Settings {
     /// approval is refused (400 `invalid-field` at `/authority`) instead of running under
     /// its agent's standing lease.
     pub strict_authority: bool,
+    /// The people who decide inbox items, each with their own bearer token (plain, or
+    /// `sha256:<hex>` of it): `INTERLOCK_DECIDERS`, `{"alice@shop": "<token>"}`. A decider's
+    /// token opens the inbox, the scoreboard and their own decisions, nothing else.
+    pub deciders: BTreeMap<String, String>,
+    /// The secret each service signs its webhooks with: `INTERLOCK_WEBHOOK_SECRETS`,
+    /// `{"stripe": "whsec_...", "standard-webhooks": "whsec_..."}`. A webhook route is
+    /// authenticated by its signature, not by a bearer token.
+    pub webhook_secrets: BTreeMap<String, String>,
+    /// The secret notices to a route's `notify_url` are signed with (Standard Webhooks,
+    /// `whsec_<base64>`): `INTERLOCK_NOTIFY_SECRET`.
+    pub notify_secret: Option<String>,
 }
 
 impl Settings {
@@ -57,13 +68,60 @@ impl Settings {
                 ))
             }
         };
+        let deciders = match nonempty("INTERLOCK_DECIDERS") {
+            None => BTreeMap::new(),
+            Some(text) => parse_names(&text, "the deciders (name -> token)", |_| Ok(()))
+                .map_err(|e| format!("INTERLOCK_DECIDERS: {e}"))?,
+        };
+        let webhook_secrets = match nonempty("INTERLOCK_WEBHOOK_SECRETS") {
+            None => BTreeMap::new(),
+            Some(text) => parse_names(&text, "the webhook secrets (scheme -> secret)", |k| {
+                crate::webhooks::Scheme::parse(k)
+                    .map(|_| ())
+                    .ok_or_else(|| {
+                        format!("{k:?} is not a webhook scheme (stripe, standard-webhooks)")
+                    })
+            })
+            .map_err(|e| format!("INTERLOCK_WEBHOOK_SECRETS: {e}"))?,
+        };
+        let notify_secret = nonempty("INTERLOCK_NOTIFY_SECRET");
+        if let Some(s) = &notify_secret {
+            crate::webhooks::standard_secret(s)
+                .map_err(|e| format!("INTERLOCK_NOTIFY_SECRET: {e}"))?;
+        }
         Ok(Settings {
             token: nonempty("INTERLOCK_TOKEN"),
             targets,
             receipt_key: nonempty("INTERLOCK_RECEIPT_KEY"),
             strict_authority,
+            deciders,
+            webhook_secrets,
+            notify_secret,
         })
     }
+}
+
+/// A JSON object of names to non-empty text (`check` vets each name).
+fn parse_names(
+    text: &str,
+    what: &str,
+    check: impl Fn(&str) -> Result<(), String>,
+) -> Result<BTreeMap<String, String>, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let Value::Object(m) = v else {
+        return Err(format!("must be a JSON object: {what}"));
+    };
+    let mut out = BTreeMap::new();
+    for (k, v) in m {
+        check(&k)?;
+        match v {
+            Value::String(s) if !s.is_empty() => {
+                out.insert(k, s);
+            }
+            _ => return Err(format!("/{k} must be non-empty text")),
+        }
+    }
+    Ok(out)
 }
 
 /// `{"name": {"apply": {"url", "method"?}, "lookup"?: {"url"}, "premises"?: ..., "check"?: ...}}`,

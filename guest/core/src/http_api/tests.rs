@@ -22,6 +22,7 @@ fn req<'a>(method: &'a str, path: &'a str, body: &'a str) -> Request<'a> {
         method,
         path,
         authorization: Some("Bearer tok"),
+        headers: &[],
         body: body.as_bytes(),
     }
 }
@@ -152,7 +153,12 @@ fn bad_settings_and_missing_tokens_are_refused_before_anything_is_read() {
     let bad = Server::new(Settings::from_env(|k| {
         (k == "INTERLOCK_TARGETS").then(|| r#"{"p": {}}"#.into())
     }));
-    assert_eq!(bad.refusal(Some("Bearer x")).unwrap().status, 500);
+    assert_eq!(
+        bad.refusal("/v1/journals/a/entries", Some("Bearer x"))
+            .unwrap()
+            .status,
+        500
+    );
     let mut s = server();
     let mut j = MemJournal::new();
     for auth in [
@@ -340,4 +346,395 @@ fn a_crash_after_the_send_is_recovered_by_lookup() {
     };
     let all: Value = serde_json::from_str(&r.body).unwrap();
     assert_eq!(all[0]["outcome"]["state"], "COMMITTED", "{}", r.body);
+}
+
+mod people {
+    use super::*;
+    use hmac::{Hmac, Mac};
+    use sha2::{Digest, Sha256};
+
+    const RULES: &str = r#"{"rules": [{"name": "large", "when": [{"field": "/effect/amount_cents", "over": 5000}],
+        "then": "person", "route": "finance"}],
+        "routes": {"finance": {"primary_approvers": ["alice@shop"], "duration_before_expiry_ms": 86400000}}}"#;
+
+    fn server() -> Server {
+        let digest = hex::encode(Sha256::digest(b"bob-token"));
+        let deciders = json!({"alice@shop": "alice-token", "bob@shop": format!("sha256:{digest}")});
+        let env = move |k: &str| match k {
+            "INTERLOCK_TOKEN" => Some("tok".to_string()),
+            "INTERLOCK_TARGETS" => Some(TARGETS.to_string()),
+            "INTERLOCK_DECIDERS" => Some(deciders.to_string()),
+            "INTERLOCK_WEBHOOK_SECRETS" => Some(r#"{"stripe": "whsec_test"}"#.to_string()),
+            _ => None,
+        };
+        Server::new(Settings::from_env(env))
+    }
+
+    fn as_<'a>(who: &'a str, r: Request<'a>) -> Request<'a> {
+        Request {
+            authorization: Some(who),
+            ..r
+        }
+    }
+
+    /// `method path` with `body`, as the holder of `authorization`.
+    fn call(
+        s: &mut Server,
+        j: &mut MemJournal,
+        authorization: &str,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> Response {
+        respond(s, j, &as_(authorization, req(method, path, body)))
+    }
+
+    fn kind(r: &Response) -> (u16, Value) {
+        (r.status, body(r)["error"]["kind"].clone())
+    }
+
+    fn respond(s: &mut Server, j: &mut MemJournal, r: &Request) -> Response {
+        let mut applies = 0;
+        let step = s.handle(j, T0, r);
+        answer(s, j, step, &mut applies)
+    }
+
+    fn body(r: &Response) -> Value {
+        serde_json::from_str(&r.body).unwrap()
+    }
+
+    fn large(key: &str) -> String {
+        let mut v: Value = serde_json::from_str(&refund(key)).unwrap();
+        v["effect"]["amount_cents"] = json!(9000);
+        v.to_string()
+    }
+
+    /// A server with the rules, alice's lease, and one large refund waiting in the inbox.
+    fn waiting() -> (Server, MemJournal, String) {
+        let mut s = server();
+        let mut j = MemJournal::new();
+        let far = r#"{"expires_at_ms": 4102444800000}"#;
+        for r in [
+            req("PUT", "/v1/journals/a/approval-rules", RULES),
+            req("PUT", "/v1/journals/a/leases/l", far),
+            req("PUT", "/v1/journals/a/leases/alice@shop", far),
+            req("PUT", "/v1/journals/a/leases/bob@shop", far),
+        ] {
+            let got = respond(&mut s, &mut j, &r);
+            assert!(got.status < 300, "{}", got.body);
+        }
+        let proposal = large("k1");
+        let out = respond(
+            &mut s,
+            &mut j,
+            &req("POST", "/v1/journals/a/effects", &proposal),
+        );
+        let out = body(&out);
+        assert_eq!(out["reason"], "approval_pending", "{out}");
+        (s, j, out["effect_id"].as_str().unwrap().to_string())
+    }
+
+    #[test]
+    fn a_decider_lists_the_inbox_and_decides_in_their_own_name_then_the_effect_goes_out() {
+        let (mut s, mut j, id) = waiting();
+        let inbox = call(
+            &mut s,
+            &mut j,
+            "Bearer alice-token",
+            "GET",
+            "/v1/journals/a/inbox",
+            "",
+        );
+        assert_eq!(inbox.status, 200);
+        let items = body(&inbox);
+        assert_eq!(items[0]["item"], json!(id));
+        assert_eq!(items[0]["approvers"], json!(["alice@shop"]));
+        // The server's token reads the inbox too, but cannot decide: a decision is a person's.
+        let path = format!("/v1/journals/a/inbox/{id}/decision");
+        let path = path.as_str();
+        let r = respond(
+            &mut s,
+            &mut j,
+            &req("POST", path, r#"{"verdict": "approve"}"#),
+        );
+        assert_eq!(kind(&r), (403, json!("decider-required")));
+        // A decider cannot decide under another name.
+        let r = call(
+            &mut s,
+            &mut j,
+            "Bearer alice-token",
+            "POST",
+            path,
+            r#"{"verdict": "approve", "decider": "bob@shop"}"#,
+        );
+        assert_eq!(kind(&r), (403, json!("not-your-name")));
+        // Bob (a token given as its SHA-256) is not on the route: refused by the gate, saying who may.
+        let r = call(
+            &mut s,
+            &mut j,
+            "Bearer bob-token",
+            "POST",
+            path,
+            r#"{"verdict": "approve"}"#,
+        );
+        assert_eq!(r.status, 400);
+        assert!(
+            r.body
+                .contains("bob@shop is not an approver of route finance"),
+            "{}",
+            r.body
+        );
+        // A decider's token opens nothing else.
+        let r = call(
+            &mut s,
+            &mut j,
+            "Bearer alice-token",
+            "GET",
+            "/v1/journals/a/entries",
+            "",
+        );
+        assert_eq!(r.status, 403);
+        let r = call(
+            &mut s,
+            &mut j,
+            "Bearer alice-token",
+            "POST",
+            path,
+            r#"{"verdict": "approve", "why": "checked the order"}"#,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        assert_eq!(body(&r)["decisions"][0]["decider"], "alice@shop");
+        // The agent's next submit goes out, once.
+        let mut applies = 0;
+        let step = s.handle(
+            &mut j,
+            T0,
+            &req("POST", "/v1/journals/a/effects", &large("k1")),
+        );
+        let out = body(&answer(&mut s, &mut j, step, &mut applies));
+        assert_eq!(
+            (out["state"].clone(), applies),
+            (json!("COMMITTED"), 1),
+            "{out}"
+        );
+        let board = body(&call(
+            &mut s,
+            &mut j,
+            "Bearer alice-token",
+            "GET",
+            "/v1/journals/a/scoreboard",
+            "",
+        ));
+        assert_eq!(board["routes"]["finance"]["approved"], 1, "{board}");
+        assert_eq!(board["routes"]["finance"]["decided"], 1);
+        let rules = body(&respond(
+            &mut s,
+            &mut j,
+            &req("GET", "/v1/journals/a/approval-rules", ""),
+        ));
+        assert_eq!(
+            rules["routes"]["finance"]["primary_approvers"],
+            json!(["alice@shop"])
+        );
+    }
+
+    #[test]
+    fn a_webhook_is_authenticated_by_its_signature_not_a_token() {
+        let (mut s, mut j, id) = waiting();
+        let event =
+            json!({"id": "evt_1", "type": "refund.updated", "data": {"object": {"object": "refund",
+            "status": "succeeded", "metadata": {"interlock_effect_id": id}}}})
+            .to_string();
+        let t = T0 / 1000;
+        let mut m = Hmac::<Sha256>::new_from_slice(b"whsec_test").unwrap();
+        m.update(format!("{t}.{event}").as_bytes());
+        let sig = format!("t={t},v1={}", hex::encode(m.finalize().into_bytes()));
+        let headers = [("stripe-signature".to_string(), sig)];
+        fn hook<'a>(headers: &'a [(String, String)], body: &'a str) -> Request<'a> {
+            Request {
+                method: "POST",
+                path: "/v1/journals/a/webhooks/stripe",
+                authorization: None,
+                headers,
+                body: body.as_bytes(),
+            }
+        }
+        assert!(s.refusal("/v1/journals/a/webhooks/stripe", None).is_none());
+        let before = j.to_jsonl();
+        let tampered = event.replace("succeeded", "failed");
+        let r = respond(&mut s, &mut j, &hook(&headers, &tampered));
+        assert_eq!(r.status, 400);
+        assert!(r.body.contains("no signature matches"), "{}", r.body);
+        assert_eq!(j.to_jsonl(), before, "a bad webhook records nothing");
+        // The effect is not in the journal yet (it waits for approval): nothing recorded.
+        let r = respond(&mut s, &mut j, &hook(&headers, &event));
+        assert_eq!(r.status, 400, "{}", r.body);
+        assert!(r.body.contains("no effect"), "{}", r.body);
+        assert_eq!(j.to_jsonl(), before);
+        let r = respond(
+            &mut s,
+            &mut j,
+            &Request {
+                path: "/v1/journals/a/webhooks/paypal",
+                ..hook(&headers, &event)
+            },
+        );
+        assert_eq!(r.status, 404);
+        let r = respond(
+            &mut s,
+            &mut j,
+            &Request {
+                path: "/v1/journals/a/webhooks/standard-webhooks",
+                ..hook(&headers, &event)
+            },
+        );
+        assert_eq!(r.status, 404, "no secret configured for it");
+        assert!(r.body.contains("INTERLOCK_WEBHOOK_SECRETS"));
+        // Approved and sent: the service's confirmation is recorded, once.
+        let path = format!("/v1/journals/a/inbox/{id}/decision");
+        let r = call(
+            &mut s,
+            &mut j,
+            "Bearer alice-token",
+            "POST",
+            &path,
+            r#"{"verdict": "approve"}"#,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let proposal = large("k1");
+        let out = respond(
+            &mut s,
+            &mut j,
+            &req("POST", "/v1/journals/a/effects", &proposal),
+        );
+        assert_eq!(body(&out)["state"], "COMMITTED");
+        let r = respond(&mut s, &mut j, &hook(&headers, &event));
+        assert_eq!(
+            (r.status, body(&r)["recorded"].clone()),
+            (200, json!("confirmed")),
+            "{}",
+            r.body
+        );
+        let r = respond(&mut s, &mut j, &hook(&headers, &event));
+        assert_eq!(r.status, 400);
+        assert!(r.body.contains("a replay"), "{}", r.body);
+        let receipt = body(&respond(
+            &mut s,
+            &mut j,
+            &req("GET", &format!("/v1/journals/a/effects/{id}/receipt"), ""),
+        ));
+        assert_eq!(receipt["final"], "CONFIRMED", "{receipt}");
+    }
+
+    #[test]
+    fn notices_are_signed_delivered_once_per_event_and_due_again_until_a_receiver_takes_them() {
+        const NOTIFY: &str = r#"{"rules": [{"name": "large", "when": [{"field": "/effect/amount_cents", "over": 5000}],
+            "then": "person", "route": "finance"}],
+            "routes": {"finance": {"primary_approvers": ["alice@shop"], "escalation_approvers": ["cfo@shop"],
+                "duration_before_escalation_ms": 3600000, "duration_before_expiry_ms": 86400000,
+                "notify_url": "http://hooks.test/inbox"}}}"#;
+        let secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+        let env = move |k: &str| match k {
+            "INTERLOCK_TOKEN" => Some("tok".to_string()),
+            "INTERLOCK_NOTIFY_SECRET" => Some(secret.to_string()),
+            _ => None,
+        };
+        let mut s = Server::new(Settings::from_env(env));
+        let mut j = MemJournal::new();
+        let far = r#"{"expires_at_ms": 4102444800000}"#;
+        for r in [
+            req("PUT", "/v1/journals/a/approval-rules", NOTIFY),
+            req("PUT", "/v1/journals/a/leases/l", far),
+        ] {
+            assert!(respond(&mut s, &mut j, &r).status < 300);
+        }
+        let proposal = large("k1");
+        let step = s.handle(&mut j, T0, &req("POST", "/v1/journals/a/submit", &proposal));
+        let Next::Respond(r) = step.next else {
+            panic!()
+        };
+        assert_eq!(
+            body(&r)["outcome"]["reason"],
+            "approval_pending",
+            "{}",
+            r.body
+        );
+        // Delivers each due notice; `status` is what the receiver answers.
+        let deliver =
+            |s: &mut Server, j: &mut MemJournal, now: u64, status: u16| -> (Value, Vec<Fetch>) {
+                let mut sent = Vec::new();
+                let mut step = s.handle(j, now, &req("POST", "/v1/journals/a/notices", ""));
+                loop {
+                    match step.next {
+                        Next::Respond(r) => return (body(&r), sent),
+                        Next::Fetch(f) => {
+                            sent.push(f);
+                            let ok = Ok(Fetched {
+                                status,
+                                body: String::new(),
+                            });
+                            step = s.resume(j, now, step.id, Some(ok));
+                        }
+                        Next::Sleep(_) => panic!("no sleep"),
+                    }
+                }
+            };
+        let (out, sent) = deliver(&mut s, &mut j, T0 + 1000, 503);
+        assert_eq!(out[0]["delivered"], false, "{out}");
+        let (out, sent2) = deliver(&mut s, &mut j, T0 + 2000, 204);
+        assert_eq!(out[0]["delivered"], true, "{out}");
+        assert_eq!(
+            sent[0].headers[1], sent2[0].headers[1],
+            "the same webhook-id on a retry"
+        );
+        let f = &sent2[0];
+        assert_eq!(f.url, "http://hooks.test/inbox");
+        let body_text = f.body.clone().unwrap();
+        // What a receiver's library checks: the Standard Webhooks signature.
+        let id = crate::webhooks::verify_standard(
+            &f.headers,
+            body_text.as_bytes(),
+            secret,
+            (T0 + 2000) / 1000,
+            300,
+        )
+        .unwrap();
+        assert!(id.ends_with(".approval.entered.0"), "{id}");
+        let msg: Value = serde_json::from_str(&body_text).unwrap();
+        assert_eq!(msg["type"], "interlock.approval.entered");
+        assert_eq!(msg["timestamp"], "2027-01-15T08:00:02.000Z");
+        assert_eq!(msg["data"]["route"], "finance");
+        // Delivered: not again. Past the escalation time: the escalation, once.
+        assert_eq!(deliver(&mut s, &mut j, T0 + 3000, 200).0, json!([]));
+        let (out, _) = deliver(&mut s, &mut j, T0 + 3_600_000, 200);
+        assert_eq!(out.as_array().unwrap().len(), 1, "{out}");
+        assert_eq!(out[0]["event"], "approval.escalated");
+        let (out, _) = deliver(&mut s, &mut j, T0 + 86_400_000, 200);
+        assert_eq!(out[0]["event"], "approval.expired", "{out}");
+        assert_eq!(deliver(&mut s, &mut j, T0 + 86_500_000, 200).0, json!([]));
+        // Without a secret nothing can be signed: said, nothing sent.
+        let mut plain = super::server();
+        let r = respond(
+            &mut plain,
+            &mut j,
+            &req("POST", "/v1/journals/a/notices", ""),
+        );
+        assert_eq!(r.status, 409);
+        assert!(r.body.contains("INTERLOCK_NOTIFY_SECRET"));
+    }
+
+    #[test]
+    fn decider_and_webhook_settings_are_read_strictly() {
+        let with = |k: &'static str, v: &'static str| {
+            Settings::from_env(move |key| (key == k).then(|| v.to_string()))
+        };
+        assert!(with("INTERLOCK_DECIDERS", "[1]")
+            .unwrap_err()
+            .contains("INTERLOCK_DECIDERS"));
+        assert!(with("INTERLOCK_DECIDERS", r#"{"a": ""}"#).is_err());
+        assert!(with("INTERLOCK_WEBHOOK_SECRETS", r#"{"paypal": "x"}"#)
+            .unwrap_err()
+            .contains("not a webhook scheme"));
+        assert!(with("INTERLOCK_NOTIFY_SECRET", "whsec_!!").is_err());
+    }
 }

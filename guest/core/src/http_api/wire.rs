@@ -12,6 +12,8 @@ pub struct Request<'a> {
     pub method: &'a str,
     pub path: &'a str,
     pub authorization: Option<&'a str>,
+    /// Every header as received (a service's webhook is checked by its signature headers).
+    pub headers: &'a [(String, String)],
     pub body: &'a [u8],
 }
 

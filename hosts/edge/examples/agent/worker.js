@@ -150,7 +150,7 @@ export default {
     // The component's http-api configured with this Worker's token alone (none set: it
     // refuses every request; a token it cannot take: it answers 500, saying why).
     tokenRule ??= front(env, ['INTERLOCK_TOKEN']);
-    const refused = (await tokenRule).refusal(request.headers.get('authorization') ?? undefined);
+    const refused = (await tokenRule).refusal(new URL(request.url).pathname, request.headers.get('authorization') ?? undefined);
     if (refused) return toResponse(refused);
     return (await routeAgentRequest(request, env)) ?? Response.json({ error: { kind: 'not-found', message: 'no agent here' } }, { status: 404 });
   },

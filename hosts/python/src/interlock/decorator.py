@@ -642,6 +642,11 @@ class Interlock:
         approvals, returned ones with what changed, AMBIGUOUS effects, refused ones."""
         return cast(List[Dict[str, Any]], json.loads(self.host().inbox()))
 
+    def scoreboard(self) -> Dict[str, Any]:
+        """Approval items by route (pending, escalated, approved, rejected, expired), time
+        to decision, deadlines missed, the share approved by rule: from the journal."""
+        return cast(Dict[str, Any], json.loads(self.host().scoreboard()))
+
     def decide(self, item: str, decider: str, verdict: str, *, why: Optional[str] = None,
                evidence: Any = None) -> Dict[str, Any]:
         """A person's decision on an inbox item (``approve``, ``reject``, ``happened``,

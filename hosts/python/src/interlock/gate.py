@@ -795,6 +795,9 @@ class GateHost:
     def inbox(self) -> str:
         return cast(str, self._call("gate.inbox"))
 
+    def scoreboard(self) -> str:
+        return cast(str, self._call("gate.scoreboard"))
+
     def decide(self, decision: str) -> str:
         return cast(str, self._call("gate.decide", decision))
 
