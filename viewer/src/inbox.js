@@ -349,9 +349,18 @@ async function renderReceipt() {
   box.replaceChildren(receiptCard(r));
 }
 
+/** Before there is a receipt: the decisions on the item as the inbox (or decide) last showed them. */
 function decisionsBlock(id) {
   const it = seen.get(id);
   return h('div', { class: 'r-decisions' }, h('span', { class: 'label' }, 'Decisions on its item'), decisionsList(it?.decisions));
+}
+
+/** The receipt's own `people` part: the rule, the route and every decision, pinned as the effect's entries are. */
+function peopleBlock(p) {
+  if (!p) return h('div', { class: 'r-decisions', 'data-people': 'none' }, h('span', { class: 'muted' }, 'No rule sent it to a person: no decisions.'));
+  return h('div', { class: 'r-decisions', 'data-people': p.stream },
+    h('span', { class: 'label' }, p.by_rule ? `Approved by rule ${p.rule}` : `Rule ${p.rule ?? '—'}${p.route ? ` → route ${p.route}` : ''}: decisions`),
+    decisionsList(p.decisions));
 }
 
 function receiptCard(r) {
@@ -367,7 +376,7 @@ function receiptCard(r) {
       row('executed', `${r.executed}${r.via ? `, via ${r.via}` : ''}${r.result?.id ? ` (${r.result.id})` : ''} · ${r.attempts} send${r.attempts === 1 ? '' : 's'}`),
       row('final', badge(fin), ` ${[reasonText(r.reason), changedText(r.changed)].filter(Boolean).join(' · ')}`),
       r.confirmed ? row('confirmed', h('code', {}, JSON.stringify(r.confirmed))) : null),
-    decisionsBlock(r.effect_id));
+    peopleBlock(r.people));
 }
 
 function showReceipt(id) {
@@ -385,15 +394,28 @@ async function renderRules() {
   }
 }
 
+const minutes = (ms) => (ms === null || ms === undefined ? '—' : ms < 60_000 ? `${Math.round(ms / 1000)} s` : ms < 7_200_000 ? `${Math.round(ms / 60_000)} min` : `${+(ms / 3_600_000).toFixed(1)} h`);
+
+/** The gate's scoreboard: items by route, time to decision, deadlines missed, the share approved by rule. */
 async function renderScoreboard() {
-  if (shop) return;
-  $('score-panel').hidden = false;
+  let s;
   try {
-    const s = await desk.scoreboard();
-    $('scoreboard').replaceChildren(h('pre', { class: 'score-json' }, JSON.stringify(s, null, 2)));
+    s = await desk.scoreboard();
   } catch (e) {
     $('scoreboard').replaceChildren(h('p', { class: 'muted' }, `Not shown: ${errorText(e)}`));
+    return;
   }
+  const routes = Object.entries(s.routes ?? {});
+  const cols = ['items', 'pending', 'escalated', 'approved', 'rejected', 'expired', 'deadlines_missed'];
+  $('scoreboard').replaceChildren(
+    h('p', { class: 'score-line', 'data-requests': s.requests, 'data-by-rule': s.approved_by_rule },
+      `${s.requests} request${s.requests === 1 ? '' : 's'} met the rules; ${s.approved_by_rule} approved by rule (${Math.round((s.share_approved_by_rule ?? 0) * 100)}%); `,
+      `${s.effects_waiting_for_a_person ?? 0} effect(s) waiting for a person, ${s.effects_settled_by_a_person ?? 0} settled by one.`),
+    routes.length ? h('table', { class: 'tasks score-table' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'route'), ...cols.map((c) => h('th', {}, c.replaceAll('_', ' '))), h('th', {}, 'time to decision (median · max)'))),
+      h('tbody', {}, ...routes.map(([name, r]) => h('tr', { 'data-route': name, ...Object.fromEntries(cols.map((c) => [`data-${c.replaceAll('_', '-')}`, r[c]])) },
+        h('td', {}, h('strong', {}, name)), ...cols.map((c) => h('td', {}, String(r[c] ?? 0))),
+        h('td', {}, `${minutes(r.median_time_to_decision_ms)} · ${minutes(r.max_time_to_decision_ms)}`))))) : null);
 }
 
 async function render() {
@@ -402,7 +424,7 @@ async function render() {
     renderTasks();
     renderWho();
     await renderReceipt();
-    if (!shop) await renderScoreboard();
+    await renderScoreboard();
   } catch (e) {
     setStatus('error', `The inbox could not be read: ${errorText(e)}`);
     throw e;

@@ -160,6 +160,10 @@ export class Shop {
     return this.gate.approvalRules();
   }
 
+  scoreboard() {
+    return this.gate.scoreboard();
+  }
+
   /** Revokes (or grants again, 30 days) a person's lease: their authority to decide. */
   async setLease(who, live) {
     if (live) await this.gate.lease(who, { ttlMs: 30 * DAY_MS });

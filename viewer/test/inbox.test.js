@@ -236,6 +236,16 @@ test('what changed: approved on premises that no longer hold, the item comes bac
   assert.deepEqual((await statement()).filter(([o]) => o === 'order_1005'), [['order_1005', 5000]], 'only the hand refund: the agent sent nothing');
 });
 
+test('the scoreboard: the gate\'s count of what reached a person', async () => {
+  const board = await page.$eval('#scoreboard', (b) => ({
+    requests: Number(b.querySelector('.score-line').dataset.requests), byRule: Number(b.querySelector('.score-line').dataset.byRule),
+    finance: Object.fromEntries(Object.entries(b.querySelector('tr[data-route="finance"]').dataset)),
+  }));
+  // r1 approved by rule; r2, r4 and r4#2 approved, r3 rejected, r5 back on its new premises.
+  assert.deepEqual([board.requests, board.byRule], [6, 1]);
+  assert.deepEqual(board.finance, { route: 'finance', items: '5', pending: '1', escalated: '0', approved: '3', rejected: '1', expired: '0', deadlinesMissed: '0' });
+});
+
 test('screenshot: the inbox page (results/viewer-inbox.png)', async () => {
   await page.click(`#tasks tr.task[data-task="r4"] button`);
   await page.waitForSelector('#receipt .receipt[data-final="AMBIGUOUS"]');
