@@ -5,6 +5,9 @@
 // simulated payments service (dist/payments_sim.wasm, the Node host's PaymentsService). The
 // page is the person: each decider with their own token (INTERLOCK_DECIDERS).
 //   - alice approves a refund in the page; the agent's next submit sends it, once;
+//   - a send the network drops is AMBIGUOUS in the page's inbox; "did not happen" with
+//     evidence; the agent's retry is replayed; a new request (a new key) is a new item and,
+//     approved, goes out once;
 //   - bob, whose lease was revoked, is refused in the gate's words; nothing recorded;
 //   - the server's token alone decides nothing (403 decider-required, shown).
 // Skipped, saying so, without INTERLOCK_CLI (scripts/test.sh sets it; INTERLOCK_REQUIRE_CLI=1
@@ -81,10 +84,10 @@ async function call(method, path, body, token = TOKEN) {
  * The agent submits a refund through the gate, performing each step it asks with the
  * payments service; resolves to the outcome.
  */
-async function submit(order, cents) {
+async function submit(order, cents, { key = `refund:${order}`, drop = false } = {}) {
   const proposal = {
-    agent: 'refund-agent', target: { name: 'payments', dedupes: false, lookup: false, timeout_ms: 2000 },
-    key: `refund:${order}`, effect: { order, amount_cents: cents }, authority: { lease: 'refund-agent' },
+    agent: 'refund-agent', target: { name: 'payments', dedupes: false, lookup: false, timeout_ms: 500 },
+    key, effect: { order, amount_cents: cents }, authority: { lease: 'refund-agent' },
     premises: service.premises(order),
   };
   let r = await call('POST', '/submit', proposal);
@@ -95,9 +98,20 @@ async function submit(order, cents) {
     const q = step.request;
     let reply;
     if (step.ask === 'capture') reply = { reply: 'captured', value: service.premises(q.effect.order, q.effect_id) };
+    // `drop`: the network drops the request, the service never sees it: no answer in time.
+    else if (step.ask === 'apply' && drop) reply = { reply: 'unknown', value: `no answer within ${proposal.target.timeout_ms} ms` };
     else if (step.ask === 'apply') reply = { reply: 'applied', value: service.refund(q.effect.order, q.effect.amount_cents, q.idempotency_key, q.effect_id, Date.now()) };
     else reply = { reply: 'failed', value: `this agent cannot answer ${step.ask}` };
     r = await call('POST', `/ops/${step.op}`, reply);
+  }
+}
+
+/** Submits again while the gate says to retry after a while (a send whose fate it does not know yet). */
+async function submitUntilSettled(order, cents, options) {
+  for (let i = 0; ; i += 1) {
+    const o = await submit(order, cents, options);
+    if (o.state !== 'DISPATCHED' || o.retry_after_ms === null || i > 20) return o;
+    await new Promise((r) => setTimeout(r, o.retry_after_ms));
   }
 }
 
@@ -106,7 +120,7 @@ before(async () => {
   api = await startServe();
   viewer = await serve({ port: 0, api });
   service = await Payments.inMemory('3');
-  for (const o of ['order_2002', 'order_2003']) service.addOrder(o, 20_000);
+  for (const o of ['order_2002', 'order_2003', 'order_2004']) service.addOrder(o, 20_000);
   const rules = await call('PUT', '/approval-rules', RULES);
   assert.ok(rules.status < 300, rules.text);
   for (const lease of ['refund-agent', 'alice@shop', 'bob@shop']) {
@@ -177,6 +191,34 @@ test('against interlock serve: alice approves in the page, the agent\'s next sub
   assert.match(await page.textContent('#receipt .r-decisions'), /alice@shop.*approve.*carrier confirmed the loss/s);
   await page.click('#refresh');
   await page.waitForFunction(() => document.querySelector('#count').dataset.count === '1');
+  assert.deepEqual(await page.$eval('#scoreboard tr[data-route="finance"]', (r) => [r.dataset.items, r.dataset.pending, r.dataset.approved]), ['2', '1', '1']);
+});
+
+test('against interlock serve: a dropped send is AMBIGUOUS in the page; "did not happen"; the retry sends nothing; a new request, once approved, goes out once', { skip }, async () => {
+  await connect(DECIDERS['alice@shop']);
+  assert.equal((await submit('order_2004', 6500)).reason, 'approval_pending');
+  await page.click('#refresh');
+  await page.waitForSelector(card('refund:order_2004'));
+  assert.ok((await decide('refund:order_2004', 'approve', 'photo of the damage')).ok);
+  const lost = await submitUntilSettled('order_2004', 6500, { drop: true });
+  assert.deepEqual([lost.state, lost.executed], ['AMBIGUOUS', 'unknown']);
+  await page.click('#refresh');
+  await page.waitForFunction((s) => document.querySelector(s)?.dataset.kind === 'ambiguous', card('refund:order_2004'));
+  assert.deepEqual(await page.$$eval(`${card('refund:order_2004')} .act`, (l) => l.map((b) => b.dataset.verdict)), ['happened', 'did_not_happen']);
+  await page.fill(`${card('refund:order_2004')} .evidence`, '{"dashboard": "no refund on order_2004"}');
+  const settled = await decide('refund:order_2004', 'did_not_happen', 'not at the service');
+  assert.ok(settled.ok, settled.text);
+  assert.ok(await page.$(`#decided .item[data-item="${settled.item}"] .resend`), 'the page says how a resend goes');
+  const retry = await submit('order_2004', 6500);
+  assert.deepEqual([retry.state, retry.replayed], ['AMBIGUOUS', true]);
+  assert.deepEqual(service.refunds('order_2004'), []);
+  // A new request: a new key, a new item, a new decision.
+  assert.equal((await submit('order_2004', 6500, { key: 'refund:order_2004#2' })).reason, 'approval_pending');
+  await page.click('#refresh');
+  await page.waitForSelector(card('refund:order_2004#2'));
+  assert.ok((await decide('refund:order_2004#2', 'approve', 'checked: never paid')).ok);
+  assert.equal((await submit('order_2004', 6500, { key: 'refund:order_2004#2' })).state, 'COMMITTED');
+  assert.equal(service.refunds('order_2004').length, 1);
 });
 
 test('against interlock serve: a decider whose lease is revoked is refused, in the gate\'s words', { skip }, async () => {
