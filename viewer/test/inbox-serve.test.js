@@ -160,9 +160,11 @@ async function decide(key, verdict, why) {
   const sel = card(key);
   const item = await page.$eval(sel, (c) => c.dataset.item);
   await page.fill(`${sel} .why`, why);
+  // The same item may be decided already (an approval, then "did not happen"): wait for one decision more.
+  const before = await page.$$eval(`#decided .item[data-item="${item}"] .decisions li`, (l) => l.length);
   await page.click(`${sel} .act[data-verdict="${verdict}"]`);
-  await page.waitForFunction(([s, id]) => document.querySelector(`${s} .result.bad`)
-    || document.querySelector(`#decided .item[data-item="${id}"]`), [sel, item], { timeout: 10_000 });
+  await page.waitForFunction(([s, id, n]) => document.querySelector(`${s} .result.bad`)
+    || document.querySelectorAll(`#decided .item[data-item="${id}"] .decisions li`).length > n, [sel, item, before], { timeout: 10_000 });
   const bad = await page.$(`${sel} .result.bad`);
   if (bad) return { ok: false, item, error: await bad.getAttribute('data-error'), text: await bad.textContent() };
   return { ok: true, item };
