@@ -412,7 +412,7 @@ async function renderScoreboard() {
       `${s.requests} request${s.requests === 1 ? '' : 's'} met the rules; ${s.approved_by_rule} approved by rule (${Math.round((s.share_approved_by_rule ?? 0) * 100)}%); `,
       `${s.effects_waiting_for_a_person ?? 0} effect(s) waiting for a person, ${s.effects_settled_by_a_person ?? 0} settled by one.`),
     routes.length ? h('table', { class: 'tasks score-table' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'route'), ...cols.map((c) => h('th', {}, c.replaceAll('_', ' '))), h('th', {}, 'time to decision (median · max)'))),
+      h('thead', {}, h('tr', {}, h('th', {}, 'route'), ...cols.map((c) => h('th', {}, c === 'deadlines_missed' ? 'missed' : c)), h('th', {}, 'decided in (median · max)'))),
       h('tbody', {}, ...routes.map(([name, r]) => h('tr', { 'data-route': name, ...Object.fromEntries(cols.map((c) => [`data-${c.replaceAll('_', '-')}`, r[c]])) },
         h('td', {}, h('strong', {}, name)), ...cols.map((c) => h('td', {}, String(r[c] ?? 0))),
         h('td', {}, `${minutes(r.median_time_to_decision_ms)} · ${minutes(r.max_time_to_decision_ms)}`))))) : null);
