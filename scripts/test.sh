@@ -50,7 +50,9 @@ step "edge: the gate as a Worker in workerd (Durable Object journal), the Agents
 # The HTTP API tests run against the Worker and against `interlock serve` (this CLI).
 (cd hosts/edge && npm ci --no-audit --no-fund --loglevel=error && \
   INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" npm test)
-step "viewer";  bash viewer/test.sh
+step "viewer"
+# The inbox page's serve mode runs against `interlock serve` (this CLI).
+INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash viewer/test.sh
 step "many workers of every host on one shared journal, killed at random"
 # After the Node and Python hosts are set up: their workers join the CLI's (30 kills each on
 # SQLite and PostgreSQL; INTERLOCK_SHARED_KILLS=500 for results/shared-journal.md).

@@ -1,13 +1,19 @@
 #!/usr/bin/env node
 // Serves the viewer as static files on 127.0.0.1 (no server logic: any static server rooted
-// at the repository root would do). Only what the page needs is served: viewer/, the Node
+// at the repository root would do). Only what the pages need is served: viewer/, the Node
 // host's browser code and its transpiled components (hosts/node/src, hosts/node/gen), the
 // conformance runner and its driver (hosts/node/conformance) and the vectors (tests/conformance).
 //
-//   node viewer/serve.js [port]      then open http://127.0.0.1:<port>/viewer/
+//   node viewer/serve.js [port] [--api URL]    then open http://127.0.0.1:<port>/viewer/
 //
-// As a module: `serve({ port })` resolves to the listening http.Server (port 0 = any).
-import { createServer } from 'node:http';
+// `--api URL` (e.g. http://127.0.0.1:8787, where `interlock serve` listens): requests under
+// /v1/ are passed to that server as they are (method, path, headers, body) and its answers
+// passed back, so the inbox page (viewer/inbox.html?server) reaches the gate's HTTP API from
+// its own origin: the gate needs no CORS. Without it, /v1/ answers 404 saying so.
+//
+// As a module: `serve({ port, api })` resolves to the listening http.Server (port 0 = any).
+import { createServer, request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { readFile, stat } from 'node:fs/promises';
 import { dirname, extname, join, normalize, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -28,7 +34,32 @@ function requestPath(url) {
   }
 }
 
-async function handle(req, res) {
+/** Hop-by-hop headers (RFC 9110, 7.6.1): never forwarded by a proxy. */
+const HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host']);
+
+/** Passes one request under /v1/ to the API at `api` (a URL) and its answer back, streamed. */
+function proxy(req, res, api) {
+  const target = new URL(req.url, api);
+  const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !HOP.has(k)));
+  const send = target.protocol === 'https:' ? httpsRequest : httpRequest;
+  const out = send(target, { method: req.method, headers }, (up) => {
+    const back = Object.fromEntries(Object.entries(up.headers).filter(([k]) => !HOP.has(k)));
+    res.writeHead(up.statusCode ?? 502, back);
+    up.pipe(res);
+  });
+  out.on('error', (e) => {
+    if (res.headersSent) res.destroy();
+    else res.writeHead(502, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { kind: 'bad-gateway', message: `the API at ${api} did not answer: ${e.message}` } }));
+  });
+  req.pipe(out);
+}
+
+async function handle(req, res, api) {
+  if (req.url.startsWith('/v1/')) {
+    if (api) proxy(req, res, api);
+    else res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { kind: 'not-found', message: 'this viewer/serve.js has no API to pass /v1/ to: start it with --api URL (where interlock serve listens)' } }));
+    return;
+  }
   let path = requestPath(req.url);
   if (path === null || path.includes('\0')) {
     res.writeHead(400, { 'content-type': 'text/plain' }).end('bad request');
@@ -54,11 +85,15 @@ async function handle(req, res) {
   }
 }
 
-export function serve({ port = 0, host = '127.0.0.1' } = {}) {
+export function serve({ port = 0, host = '127.0.0.1', api } = {}) {
+  if (api !== undefined) {
+    const u = new URL(api); // a bad URL throws here, before anything listens
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new TypeError(`--api: ${api} is not an http(s) URL`);
+  }
   // A throw in an async handler is an unhandled rejection, which ends the process: one bad
   // request must never take the page down for everyone else.
   const server = createServer((req, res) => {
-    handle(req, res).catch((e) => {
+    handle(req, res, api).catch((e) => {
       console.error(`viewer/serve.js: ${req.method} ${req.url}: ${e?.stack ?? e}`);
       if (res.headersSent) res.destroy();
       else res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error');
@@ -71,7 +106,18 @@ export function serve({ port = 0, host = '127.0.0.1' } = {}) {
 }
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  const port = Number(process.argv[2] ?? process.env.PORT ?? 8080);
+  const args = process.argv.slice(2);
+  const at = args.indexOf('--api');
+  let api;
+  if (at >= 0) {
+    api = args[at + 1];
+    args.splice(at, 2);
+    if (!api || !/^https?:\/\//.test(api)) {
+      console.error('usage: node viewer/serve.js [port] [--api http://HOST:PORT]  (--api: where interlock serve listens)');
+      process.exit(2);
+    }
+  }
+  const port = Number(args[0] ?? process.env.PORT ?? 8080);
   for (const f of ['hosts/node/gen/gate/interlock_gate.js', 'hosts/node/conformance/gen/conformance_runner.js']) {
     try {
       await stat(join(ROOT, f));
@@ -80,6 +126,7 @@ if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.ur
       process.exit(2);
     }
   }
-  const server = await serve({ port });
-  console.log(`Interlock viewer: http://127.0.0.1:${server.address().port}/viewer/  (Ctrl-C to stop)`);
+  const server = await serve({ port, api });
+  const base = `http://127.0.0.1:${server.address().port}/viewer/`;
+  console.log(`Interlock viewer: ${base}  the inbox: ${base}inbox.html${api ? `?server  (/v1/ -> ${api})` : ''}  (Ctrl-C to stop)`);
 }

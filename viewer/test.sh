@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# The viewer's browser test: headless Chromium (Debian's /usr/bin/chromium, never a
+# The viewer's browser tests: headless Chromium (Debian's /usr/bin/chromium, never a
 # downloaded browser) plays every fault at every tier through the page, checks the baseline
 # column against results/fault-table.json and the tamper flow, and saves
-# results/viewer.png. Installs nothing beyond what hosts/node/test.sh installs: it reuses
+# results/viewer.png; on the inbox page (inbox.html) a person approves, settles an
+# AMBIGUOUS refund and is refused when their lease is revoked, in the page and against
+# `interlock serve` (INTERLOCK_CLI; skipped without it unless INTERLOCK_REQUIRE_CLI=1), and
+# results/viewer-inbox.png is saved. Installs nothing beyond what hosts/node/test.sh installs: it reuses
 # hosts/node's node_modules (playwright-core) and its build script (jco -> hosts/node/gen).
 # Needs the components first: bash scripts/build-wasm.sh at the repository root.
 set -euo pipefail

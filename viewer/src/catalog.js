@@ -78,7 +78,7 @@ export const VECTORS_NOT_SHOWN = {
   tools: 'tool-gating vectors: an agent’s tool calls through the MCP proxy’s mapping and the replies to the model; the page plays refunds, not tool calls',
   standing: 'authority by the agent’s standing lease (granted at first use, named in the receipt): a rule of authority, not a fault the page plays',
   strict: 'strict authority refusing a proposal that names none, rejected with a typed error: nothing to watch unfold',
-  people: 'people in the loop (approval rules, deadlines, decisions on an AMBIGUOUS effect): a person acts between the steps; the page plays what the gate settles by itself',
+  people: 'people in the loop (approval rules, deadlines, decisions on an AMBIGUOUS effect): a person acts between the steps; the inbox page (inbox.html) is where a person does, live',
 };
 
 export const vectorId = (variant, tier) => `${variant.prefix}-t${tier}`;

@@ -11,16 +11,12 @@
 // and saves a screenshot of a played fault with its receipt to results/viewer.png.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { serve, ROOT } from '../serve.js';
 import { FAULTS, VECTORS_NOT_SHOWN, allVectorIds, vectorId } from '../src/catalog.js';
+import { launch } from './browser.js';
 
-// playwright-core is hosts/node's dev dependency: the viewer installs nothing of its own.
-const { chromium } = createRequire(join(ROOT, 'hosts/node/package.json'))('playwright-core');
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const VECTORS = join(ROOT, 'tests/conformance');
 const SHOT = join(ROOT, 'results/viewer.png');
 
@@ -35,25 +31,14 @@ for (const c of table.cells) {
 }
 
 let server;
-let browser;
+let chrome;
 let page;
-let home;
-const pageErrors = [];
+let pageErrors = [];
 
 before(async () => {
-  assert.ok(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium (viewer/test.sh does)`);
-  home = mkdtempSync(join(tmpdir(), 'interlock-viewer-'));
   server = await serve({ port: 0 });
-  // A fresh profile (--user-data-dir) in the temporary folder, as TOOLCHAIN.md asks.
-  browser = await chromium.launchPersistentContext(join(home, 'profile'), {
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-      '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    env: { ...process.env, XDG_CONFIG_HOME: join(home, 'config'), XDG_CACHE_HOME: join(home, 'cache'), HOME: home },
-    viewport: { width: 1366, height: 768 },
-  });
-  page = browser.pages()[0] ?? await browser.newPage();
-  page.on('pageerror', (e) => pageErrors.push(String(e)));
+  chrome = await launch();
+  ({ page, pageErrors } = chrome);
   await page.goto(`http://127.0.0.1:${server.address().port}/viewer/`);
   await page.waitForFunction(() => window.viewer?.ready === true, null, { timeout: 30_000 }).catch((e) => {
     throw new Error(`the viewer did not load: ${pageErrors.join('; ') || e.message}`);
@@ -61,9 +46,8 @@ before(async () => {
 });
 
 after(async () => {
-  await browser?.close();
+  await chrome?.close();
   server?.close();
-  if (home) rmSync(home, { recursive: true, force: true });
 });
 
 /** Where a vector id sits in the catalog. */
