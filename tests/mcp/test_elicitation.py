@@ -6,10 +6,11 @@ CLI's ``interlock mcp-proxy``). Refunds are counted at the payments service's st
 decisions are read back from the journal."""
 
 import json
+import subprocess
 
 import anyio
 from mcp import types
-from world import ORDER, REFUND, World, outcome_of, text
+from world import LEASE, ORDER, REFUND, World, free_port, http_session, outcome_of, text, wait_for_port
 
 ARGS = {"order_id": ORDER, "amount_cents": 2000}
 PEOPLE = ("alice@shop", "bob@shop")
@@ -142,3 +143,25 @@ def test_a_decider_without_a_lease_is_refused_and_the_call_stays_pending(tmp_pat
     r = call(w)
     assert not r.is_error and outcome_of(r)["state"] == "COMMITTED", text(r)
     assert len(w.refunds()) == 1
+
+
+def test_asked_over_streamable_http(tmp_path, proxy):
+    # The agent reaches the proxy over Streamable HTTP: the question rides the call's stream.
+    w = world(tmp_path, proxy)
+    port = free_port()
+    prox = subprocess.Popen(w.proxy_cmd("--lease", LEASE, "--listen", f"127.0.0.1:{port}"),
+                            stdin=subprocess.DEVNULL, stderr=open(tmp_path / "proxy.err", "w"))
+    alice = Person(types.ElicitResult(action="accept", content={"verdict": "approve"}))
+    try:
+        wait_for_port(port, prox)
+
+        async def go():
+            async with http_session(f"http://127.0.0.1:{port}/mcp", elicitation_callback=alice) as s:
+                return await s.call_tool("create_refund", ARGS)
+        r = anyio.run(go)
+    finally:
+        prox.kill()
+        prox.wait(30)
+    assert not r.is_error and outcome_of(r)["state"] == "COMMITTED", text(r)
+    assert len(alice.asked) == 1 and len(w.refunds()) == 1
+    assert decisions(w) == [("alice@shop", "approve", None)]

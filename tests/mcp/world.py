@@ -166,9 +166,9 @@ class World:
 
 
 @asynccontextmanager
-async def http_session(url: str) -> AsyncIterator[ClientSession]:
+async def http_session(url: str, elicitation_callback: Any = None) -> AsyncIterator[ClientSession]:
     async with streamable_http_client(url) as (read, write):
-        async with ClientSession(read, write) as s:
+        async with ClientSession(read, write, elicitation_callback=elicitation_callback) as s:
             await s.initialize()
             yield s
 
