@@ -282,7 +282,11 @@ impl ToolSession {
         match gate.submit(j, now_ms, &proposal) {
             Ok(Step {
                 ask: Ask::Done(o), ..
-            }) if o.reason == Some(Reason::ApprovalPending) => {
+            }) if matches!(
+                o.reason,
+                Some(Reason::ApprovalPending | Reason::ApprovalStale)
+            ) =>
+            {
                 self.ask_person(gate, j, now_ms, tool, args, proposal, o)
             }
             Ok(step) => self.follow(gate, j, now_ms, tool.into(), step, false),
@@ -392,7 +396,8 @@ impl ToolSession {
         }
     }
 
-    /// A call waiting for a person's approval (`o`, PROPOSED `approval_pending`): when the
+    /// A call waiting for a person's approval (`o`: PROPOSED `approval_pending`, or
+    /// `approval_stale`, back to its approvers on premises that changed): when the
     /// configuration names a decider who may decide its item now, the question for them;
     /// else the pending answer (with why no one was asked, when a decider is named).
     #[allow(clippy::too_many_arguments)]
@@ -712,6 +717,23 @@ fn question(tool: &str, args: &Value, item: &Value, decider: &str) -> Value {
         message.push_str(&format!(
             " It rests on {}.",
             canonical(&Value::Object(p.clone()))
+        ));
+    }
+    if let Some(c) = item["changed"].as_array().filter(|c| !c.is_empty()) {
+        let changed: Vec<String> = c
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} was {}, is now {}",
+                    text_of(&c["name"]),
+                    c["was"],
+                    c["now"]
+                )
+            })
+            .collect();
+        message.push_str(&format!(
+            " It was approved before, and what it rests on changed since: {}.",
+            changed.join("; ")
         ));
     }
     let needed = item["approvals_needed"].as_u64().unwrap_or(1);

@@ -549,3 +549,33 @@ fn the_decider_is_a_name_at_the_top_of_the_configuration() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn an_approval_on_facts_that_changed_goes_back_and_the_decider_is_asked_with_what_changed() {
+    let mut w = people(Some("alice@shop"), 1);
+    // Bob approves in the inbox; then a person refunds 500 by hand before the agent calls.
+    let id = w.call(args(), None).unwrap().outcome.unwrap().effect_id;
+    let decision = json!({"item": id, "decider": "bob@shop", "verdict": "approve"});
+    w.gate
+        .decide(&mut w.j, w.now, &decision.to_string())
+        .unwrap();
+    w.pay.refund(ORDER, 500, None, None, w.now).unwrap();
+    w.person.push(elicited(
+        "accept",
+        json!({"verdict": "approve", "why": "still fine"}),
+    ));
+    let d = w.call(args(), None).unwrap();
+    let o = d.outcome.unwrap();
+    assert_eq!(o.state, State::Committed, "{}", d.reply.message);
+    let m = w.asked.last().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("It rests on {\"refunded_total\":500}. It was approved before, and what it rests on changed since: refunded_total was 0, is now 500."),
+        "{m}"
+    );
+    // The first call found no one to ask (no answer queued): two questions in all.
+    assert_eq!(w.asked.len(), 2);
+    assert_eq!(w.pay.refund_count(), 2, "the one by hand, and ours once");
+}
