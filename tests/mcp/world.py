@@ -116,14 +116,16 @@ class World:
     # -- sessions
 
     @asynccontextmanager
-    async def session(self, *options: str, lease: bool = True) -> AsyncIterator[ClientSession]:
+    async def session(self, *options: str, lease: bool = True,
+                      elicitation_callback: Any = None) -> AsyncIterator[ClientSession]:
         """An agent's session through a proxy over stdio, the server its child; ``lease``:
-        the proxy is given --lease (the host's authority)."""
+        the proxy is given --lease (the host's authority); ``elicitation_callback``: the
+        client declares the ``elicitation`` capability and answers with it."""
         cmd = self.proxy_cmd(*(["--lease", LEASE] if lease else []), *options)
         params = StdioServerParameters(command=cmd[0], args=cmd[1:], env=dict(os.environ))
         with open(self.root / "proxy.stderr", "a") as errlog:
             async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as s:
+                async with ClientSession(read, write, elicitation_callback=elicitation_callback) as s:
                     await s.initialize()
                     yield s
 
@@ -164,9 +166,9 @@ class World:
 
 
 @asynccontextmanager
-async def http_session(url: str) -> AsyncIterator[ClientSession]:
+async def http_session(url: str, elicitation_callback: Any = None) -> AsyncIterator[ClientSession]:
     async with streamable_http_client(url) as (read, write):
-        async with ClientSession(read, write) as s:
+        async with ClientSession(read, write, elicitation_callback=elicitation_callback) as s:
             await s.initialize()
             yield s
 

@@ -53,6 +53,10 @@ fn tool_step(n: ts::ToolNext) -> tl::ToolStep {
             timeout_ms,
         }),
         ts::ToolNext::Sleep { id, ms } => tl::ToolStep::Sleep((id, ms)),
+        ts::ToolNext::Ask { id, request } => tl::ToolStep::Ask(tl::PersonQuestion {
+            id,
+            request: core_::canonical(&request),
+        }),
         ts::ToolNext::Crash(p) => tl::ToolStep::Crash(crash_point(p)),
         ts::ToolNext::Done(d) => tl::ToolStep::Done(tl::ToolDone {
             tool: d.tool,

@@ -321,7 +321,8 @@ pub(crate) enum Cmd {
     #[command(after_help = MCP_HELP)]
     McpProxy {
         /// The configuration (JSON): which tools are effects, their key, premise tool, lookup
-        /// tool and idempotency argument (ARCHITECTURE.md, "Tool gating").
+        /// tool and idempotency argument, and the `decider` who may approve a call at the
+        /// agent's client, by MCP elicitation (ARCHITECTURE.md, "Tool gating").
         #[arg(long, value_name = "FILE")]
         config: PathBuf,
         /// Serve MCP over Streamable HTTP at http://HOST:PORT/mcp instead of stdio.

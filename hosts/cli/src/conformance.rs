@@ -445,6 +445,12 @@ fn tool_step(s: gate_tools::ToolStep) -> imported_tools::ToolStep {
             })
         }
         gate_tools::ToolStep::Sleep(s) => imported_tools::ToolStep::Sleep(s),
+        gate_tools::ToolStep::Ask(q) => {
+            imported_tools::ToolStep::Ask(imported_tools::PersonQuestion {
+                id: q.id,
+                request: q.request,
+            })
+        }
         gate_tools::ToolStep::Crash(p) => imported_tools::ToolStep::Crash(p),
         gate_tools::ToolStep::Done(d) => imported_tools::ToolStep::Done(imported_tools::ToolDone {
             tool: d.tool,

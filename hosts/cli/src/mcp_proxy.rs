@@ -9,6 +9,12 @@
 //! the words said to the model; this file only moves MCP messages. One gate instance serves
 //! every call: its lock is held for each machine call, never across a call upstream, so many
 //! calls are in flight at once on one journal.
+//!
+//! A gated call that waits for a person's approval, when the configuration names a
+//! `decider`, is a question for the person at the client: the machine words it (an MCP
+//! `elicitation/create`, form mode), and this file asks it of the agent's client when the
+//! client declared the `elicitation` capability, and hands back the answer; the machine
+//! records it as the decider's decision and goes on from there.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -17,10 +23,12 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ElicitRequestParams,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{Peer, RequestContext, RoleClient, RoleServer, RunningService};
+use rmcp::service::{
+    ElicitationMode, Peer, RequestContext, RoleClient, RoleServer, RunningService,
+};
 use rmcp::transport::streamable_http_server::{
     session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
 };
@@ -138,9 +146,39 @@ impl Proxy {
         }
     }
 
+    /// Asks the agent's client (`client`: none at a recovery) the machine's question for a
+    /// person (`request`: an `elicitation/create` request's params): the client's
+    /// `ElicitResult` as JSON, or why no one could be asked.
+    async fn ask_person(client: Option<&Peer<RoleServer>>, request: &str) -> CallAnswer {
+        let Some(client) = client else {
+            return CallAnswer::Failed("no client to ask (a recovery at start)".into());
+        };
+        if !client
+            .supported_elicitation_modes()
+            .contains(&ElicitationMode::Form)
+        {
+            return CallAnswer::Failed("the client declared no form elicitation".into());
+        }
+        let params: ElicitRequestParams = match serde_json::from_str(request) {
+            Ok(p) => p,
+            Err(e) => return CallAnswer::Failed(format!("the question: {e}")),
+        };
+        match client.create_elicitation(params).await {
+            Ok(r) => match serde_json::to_string(&r) {
+                Ok(json) => CallAnswer::Returned(json),
+                Err(e) => CallAnswer::Failed(format!("the answer: {e}")),
+            },
+            Err(e) => CallAnswer::Failed(format!("the client did not answer: {e}")),
+        }
+    }
+
     /// Drives the machine from `first` to the end of the call: each tool it names is called
-    /// upstream, each sleep slept.
-    async fn drive(&self, first: ToolStep) -> Result<ToolDone, GateCallError> {
+    /// upstream, each sleep slept, each question asked of the agent's `client`.
+    async fn drive(
+        &self,
+        first: ToolStep,
+        client: Option<&Peer<RoleServer>>,
+    ) -> Result<ToolDone, GateCallError> {
         let mut step = first;
         loop {
             let (id, answer) = match step {
@@ -151,15 +189,21 @@ impl Proxy {
                     (id, CallAnswer::Slept)
                 }
                 ToolStep::Call(req) => (req.id, self.call_upstream(&req).await),
+                ToolStep::Ask(q) => (q.id, Self::ask_person(client, &q.request).await),
             };
             step = self.gate(|g| g.tools().resume(id, &answer))?;
         }
     }
 
     /// The tool result the model gets for a gated call.
-    async fn reply(&self, tool: &str, arguments: &str) -> CallToolResult {
+    async fn reply(
+        &self,
+        tool: &str,
+        arguments: &str,
+        client: &Peer<RoleServer>,
+    ) -> CallToolResult {
         let done = match self.gate(|g| g.tools().call(tool, arguments)) {
-            Ok(first) => self.drive(first).await,
+            Ok(first) => self.drive(first, Some(client)).await,
             Err(e) => Err(e),
         };
         let d = match done {
@@ -202,7 +246,7 @@ impl Proxy {
                 .gate(|g| g.tools().recover(&effect))
                 .map_err(|e| anyhow!("recovering {effect}: {e}"))?;
             let done = self
-                .drive(first)
+                .drive(first, None)
                 .await
                 .map_err(|e| anyhow!("recovering {effect}: {e}"))?;
             let o = done.outcome;
@@ -248,7 +292,7 @@ impl ServerHandler for Proxy {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         if !self.shared.gated.contains(request.name.as_ref()) {
             // Not an effect the configuration names: untouched, both ways.
@@ -262,7 +306,10 @@ impl ServerHandler for Proxy {
                 });
         }
         let arguments = Value::Object(request.arguments.clone().unwrap_or_default()).to_string();
-        Ok(self.reply(&request.name, &arguments).await.into())
+        Ok(self
+            .reply(&request.name, &arguments, &context.peer)
+            .await
+            .into())
     }
 }
 

@@ -16,7 +16,7 @@ import { openedRoot } from './component.js';
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
  * @import { GateComponent } from './component.js'
  * @typedef {GateRoot['gate']} GateApi
- * @typedef {{ tag: 'call', val: { id: bigint } } | { tag: 'sleep', val: [bigint, bigint] } | { tag: 'crash', val: CrashPoint } | { tag: 'done' | 'proposed', val: unknown }} LoopStep
+ * @typedef {{ tag: 'call', val: { id: bigint } } | { tag: 'sleep', val: [bigint, bigint] } | { tag: 'crash', val: CrashPoint } | { tag: 'ask', val: { id: bigint } } | { tag: 'done' | 'proposed', val: unknown }} LoopStep
  */
 
 /**
@@ -160,7 +160,9 @@ export class Gate {
   /**
    * The loop every machine's steps run in (`effects`, `tools`): `perform(call)` answers a
    * call; a sleep is slept; a crash drops the instance (CrashedError); `done` (or
-   * `proposed`) ends it. A `perform` that throws cancels the operation and rethrows.
+   * `proposed`) ends it. A `perform` that throws cancels the operation and rethrows. A
+   * question for the person at an MCP client (`tools`' `ask`) is answered that no one can be
+   * asked (no Node host carries an MCP client): the call answers pending.
    * @template {LoopStep} S
    * @param {'effects' | 'tools'} iface
    * @param {S} step
@@ -182,6 +184,9 @@ export class Gate {
         id = op;
         await this.clock.sleep(Number(ms));
         answer = { tag: 'slept' };
+      } else if (step.tag === 'ask') {
+        id = /** @type {{ id: bigint }} */ (step.val).id;
+        answer = { tag: 'failed', val: 'no client here to ask a person' };
       } else {
         id = /** @type {{ id: bigint }} */ (step.val).id;
         try {

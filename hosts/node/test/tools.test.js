@@ -300,3 +300,23 @@ test('the journal may be a SQLite URL (options.journal), as Interlock.open takes
   assert.equal(pay.refundCount(), 1);
   again.tools.close();
 });
+
+test('a decider named in the configuration, but no client to ask: the call waits for approval, as without one', async () => {
+  // protect() carries no MCP client: the component's question for the decider is answered
+  // that no one can be asked (Gate.loop), and the model is told the call is pending.
+  const dir = tmp();
+  const { pay, functions } = await paymentsTools(path.join(dir, 'payments.json'), { tier: '2' });
+  const config = { ...refundConfig('2', {}, path.join(dir, 'journal')), decider: 'alice@shop' };
+  const tools = await protect(functions, config, { agent: 'refund-agent' });
+  for (const lease of [LEASE, 'alice@shop']) await tools.gate.grantLease(lease, Date.now() + 3_600_000);
+  await tools.gate.setApprovalRules({
+    rules: [{ name: 'large', target: 'create_refund', when: [{ field: '/effect/amount_cents', over: 1000 }], then: 'person', route: 'finance' }],
+    routes: { finance: { primary_approvers: ['alice@shop'] } },
+  });
+  const out = await tools.create_refund({ order_id: ORDER, amount_cents: 2000 });
+  assert.equal(out.ok, false);
+  assert.equal(out.outcome.reason, 'approval_pending');
+  assert.match(out.message, /^create_refund is pending a person's approval \(item [0-9a-f]{32}, route finance\)/);
+  assert.equal(pay.refundCount(), 0);
+  tools.close();
+});

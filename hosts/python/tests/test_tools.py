@@ -192,3 +192,24 @@ def test_a_premise_or_lookup_tool_without_a_function_is_refused_at_protect(tmp_p
         protect({"create_refund": lambda **a: a}, config, journal=str(tmp_path))
     assert e.value.field == "/tools/create_refund/lookup/tool"
     assert (tmp_path / "journal.jsonl").read_bytes() == b""  # nothing recorded
+
+
+def test_a_decider_with_no_client_to_ask_leaves_the_call_pending(tmp_path):
+    # protect() carries no MCP client: the component's question for the configuration's
+    # decider is answered that no one can be asked, and the call waits, as without one.
+    payments, _, config, fns = world(tmp_path)
+    config["decider"] = "alice@shop"
+    rules = {"rules": [{"name": "large", "target": "create_refund",
+                        "when": [{"field": "/effect/amount_cents", "over": 1000}],
+                        "then": "person", "route": "finance"}],
+             "routes": {"finance": {"primary_approvers": ["alice@shop"]}}}
+    with protect(fns, config, authority={"lease": LEASE}) as tools:
+        for lease in (LEASE, "alice@shop"):
+            tools.lease(lease, 3600)
+        tools.gate.host().set_approval_rules(json.dumps(rules))
+        out = tools["create_refund"](**ARGS)
+        aout = asyncio.run(tools.gate.acall("create_refund", ARGS, tools._acall))
+    for o in (out, aout.as_dict()):
+        assert not o["ok"] and o["outcome"]["reason"] == "approval_pending", o
+        assert "create_refund is pending a person's approval (item " in o["message"], o
+    assert payments.refund_count() == 0

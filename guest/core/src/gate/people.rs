@@ -773,10 +773,22 @@ impl Gate {
         now_ms: u64,
         id: &str,
     ) -> Result<Value, GateError> {
+        Ok(self.item(j, now_ms, id)?.expect("a decision was recorded"))
+    }
+
+    /// The item of effect `id` as the inbox shows it (`closed` when no person may act on
+    /// it now), if the journal has one.
+    pub fn item(
+        &mut self,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        id: &str,
+    ) -> Result<Option<Value>, GateError> {
         let s = self.load(j, &request_stream(id))?;
         let effect = self.load(j, &effect_stream(id))?;
-        let item = Item::read(id, &s).expect("a decision was recorded");
-        Ok(view(&item, &effect, now_ms).unwrap_or_else(|| item.to_json("closed", now_ms, &[])))
+        Ok(Item::read(id, &s).map(|item| {
+            view(&item, &effect, now_ms).unwrap_or_else(|| item.to_json("closed", now_ms, &[]))
+        }))
     }
 
     /// The inbox: every item a person may act on now, from the journal (pending and

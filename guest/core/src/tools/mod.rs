@@ -19,6 +19,11 @@
 //! `dedupe_window_ms`, `clock_skew_ms`, `bounds` (as a proposal's) and `cap` (`{"name",
 //! "limit_cents", "amount_argument"}`). Every other member is refused, at its JSON pointer.
 //!
+//! At the top, `decider` (optional) names the person who decides an approval at the client
+//! (`"decider": "alice@shop"`): a call that waits for a person's approval asks them there
+//! (an MCP elicitation, where the client can), and records their answer as their decision
+//! (`session`; ARCHITECTURE.md, "People in the loop").
+//!
 //! The effect is the call's arguments without the idempotency argument (which is the
 //! gate's to fill at the send); the key is `[tool, the key arguments' values...]`, so the
 //! same call under another payload is the same effect with a conflicting payload.
@@ -71,9 +76,10 @@ struct Spec {
 pub struct ToolsConfig {
     tools: BTreeMap<String, Spec>,
     journal_dir: Option<String>,
+    decider: Option<String>,
 }
 
-const TOP: [&str; 2] = ["journal_dir", "tools"];
+const TOP: [&str; 3] = ["journal_dir", "tools", "decider"];
 const TOOL: [&str; 11] = [
     "key",
     "premises",
@@ -116,6 +122,7 @@ impl ToolsConfig {
         let v = parse_input(text, "")?;
         let top = Obj::strict(&v, "", "a tool configuration", &TOP)?;
         let journal_dir = top.opt_name("journal_dir", "")?;
+        let decider = top.opt_name("decider", "")?;
         let mut tools = BTreeMap::new();
         let listed = Obj::any(
             top.required("tools", "the tools with real effects, each by name")?,
@@ -127,7 +134,11 @@ impl ToolsConfig {
             check_name(name, &at)?;
             tools.insert(name.clone(), Self::spec(spec, &at)?);
         }
-        Ok(ToolsConfig { tools, journal_dir })
+        Ok(ToolsConfig {
+            tools,
+            journal_dir,
+            decider,
+        })
     }
 
     fn spec(v: &Value, at: &str) -> Result<Spec, GateError> {
@@ -271,6 +282,11 @@ impl ToolsConfig {
             }
         }
         Ok(())
+    }
+
+    /// Who decides an approval at the client, if the configuration names one.
+    pub fn decider(&self) -> Option<&str> {
+        self.decider.as_deref()
     }
 
     /// The tools this configuration gates; every other tool passes through untouched.

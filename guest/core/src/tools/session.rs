@@ -10,6 +10,14 @@
 //! itself with the gate's idempotency key, a lookup calls the lookup tool. A call that
 //! cannot be proposed (a bad argument, a premise read that failed) ends before the gate is
 //! asked, nothing recorded.
+//!
+//! A call that waits for a person's approval, when the configuration names a `decider` who
+//! may decide it now, asks them (`ToolNext::Ask`: an MCP elicitation, form mode) what the
+//! call is and what they decide; their answer is recorded as their decision (`gate.decide`,
+//! checked against their own lease and the route as every decision is), and the call goes
+//! on from there: approved, it is sent (once); rejected, the model is told who and why. No
+//! answer (declined, cancelled, a client that cannot be asked), or a decision the gate
+//! refuses: the call answers pending, as without a decider (with why, for a refusal).
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -47,6 +55,13 @@ pub enum ToolNext {
     },
     /// Wait this long (another worker's send is still in flight), then `resume(id, Slept)`.
     Sleep { id: u64, ms: u64 },
+    /// Ask the person at the client (the configuration's `decider`): `request` is an MCP
+    /// `elicitation/create` request's params, form mode (`mode`, `message`, a flat
+    /// `requestedSchema`). Then `resume(id, answer)`: `Returned` with the client's
+    /// `ElicitResult` as JSON (`{"action": "accept", "content": {...}}`), or `Failed` (or
+    /// `Refused`) when no one could be asked (the client declared no `elicitation`): the
+    /// call then answers pending.
+    Ask { id: u64, request: Value },
     /// The call is over: what to answer the model.
     Done(ToolDone),
     /// For tests (`Gate::crash_at`): stop here as a killed process would.
@@ -76,6 +91,14 @@ enum Pending {
         tool: String,
         step: Step,
         waiting: bool,
+    },
+    /// A person asked to decide the call's approval: the call's proposal (submitted again
+    /// once decided), the pending outcome, who decides.
+    Person {
+        tool: String,
+        proposal: String,
+        pending: Outcome,
+        decider: String,
     },
 }
 
@@ -220,6 +243,12 @@ impl ToolSession {
                 let next = gate.resume(j, now_ms, step.op, reply)?;
                 self.follow(gate, j, now_ms, tool, next, waiting)
             }
+            Pending::Person {
+                tool,
+                proposal,
+                pending,
+                decider,
+            } => self.decided(gate, j, now_ms, tool, &proposal, &pending, &decider, answer),
         }
     }
 
@@ -251,6 +280,15 @@ impl ToolSession {
             Err(e) => return Ok(self.refused(tool, &e)),
         };
         match gate.submit(j, now_ms, &proposal) {
+            Ok(Step {
+                ask: Ask::Done(o), ..
+            }) if matches!(
+                o.reason,
+                Some(Reason::ApprovalPending | Reason::ApprovalStale)
+            ) =>
+            {
+                self.ask_person(gate, j, now_ms, tool, args, proposal, o)
+            }
             Ok(step) => self.follow(gate, j, now_ms, tool.into(), step, false),
             // Refused as input (strict authority, say): nothing was recorded.
             Err(e @ (GateError::InvalidField { .. } | GateError::InvalidJson(_))) => {
@@ -284,7 +322,12 @@ impl ToolSession {
             let call = match &step.ask {
                 Ask::Crash(point) => return Ok(ToolNext::Crash(*point)),
                 Ask::Done(o) => {
-                    let r = reply(&tool, o);
+                    let mut r = reply(&tool, o);
+                    if o.reason == Some(Reason::ApprovalRejected) {
+                        if let Some(why) = rejected_why(gate, j, now_ms, &o.effect_id)? {
+                            r.message.push_str(&format!(" Their reason: \"{why}\"."));
+                        }
+                    }
                     return Ok(ToolNext::Done(ToolDone {
                         tool,
                         reply: r,
@@ -351,6 +394,124 @@ impl ToolSession {
                 Err(reply) => step = gate.resume(j, now_ms, step.op, reply)?,
             }
         }
+    }
+
+    /// A call waiting for a person's approval (`o`: PROPOSED `approval_pending`, or
+    /// `approval_stale`, back to its approvers on premises that changed): when the
+    /// configuration names a decider who may decide its item now, the question for them;
+    /// else the pending answer (with why no one was asked, when a decider is named).
+    #[allow(clippy::too_many_arguments)]
+    fn ask_person(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        tool: &str,
+        args: &Value,
+        proposal: String,
+        o: Outcome,
+    ) -> Result<ToolNext, GateError> {
+        let Some(decider) = self.config.decider().map(String::from) else {
+            return Ok(pending_reply(tool, &o, None));
+        };
+        let item = match gate.item(j, now_ms, &o.effect_id)? {
+            Some(i) if i["kind"] == "approval" => i,
+            _ => return Ok(pending_reply(tool, &o, None)),
+        };
+        let names = |k: &str| -> Vec<String> {
+            item[k]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(String::from)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        // Who may decide now is the gate's (the item's route); one who may not is not asked.
+        let approvers = names("approvers");
+        if !approvers.contains(&decider) {
+            let note = format!(
+                "{decider}, who decides at the client, is not among its approvers now ({})",
+                approvers.join(", ")
+            );
+            return Ok(pending_reply(tool, &o, Some(note)));
+        }
+        if names("approved_by").contains(&decider) {
+            let note = format!("{decider} approved it already; it needs another approver");
+            return Ok(pending_reply(tool, &o, Some(note)));
+        }
+        let request = question(tool, args, &item, &decider);
+        let id = self.take_id();
+        self.pending.insert(
+            id,
+            Pending::Person {
+                tool: tool.into(),
+                proposal,
+                pending: o,
+                decider,
+            },
+        );
+        Ok(ToolNext::Ask { id, request })
+    }
+
+    /// The person's answer: recorded as their decision, then the call goes on as the
+    /// agent's next call would (the proposal submitted again): approved, it is sent (once,
+    /// re-checked as any other); rejected, the model is told who and why; still pending
+    /// (more approvers needed, or the decision refused), the pending answer.
+    #[allow(clippy::too_many_arguments)]
+    fn decided(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        tool: String,
+        proposal: &str,
+        pending: &Outcome,
+        decider: &str,
+        answer: CallAnswer,
+    ) -> Result<ToolNext, GateError> {
+        let (verdict, why) = match person_answer(answer) {
+            Ok(Some(d)) => d,
+            // Declined, cancelled, or no one could be asked: it waits, as before.
+            Ok(None) => return Ok(pending_reply(&tool, pending, None)),
+            Err(bad) => {
+                let note = format!("the answer at the client was not a decision ({bad})");
+                return Ok(pending_reply(&tool, pending, Some(note)));
+            }
+        };
+        let mut decision =
+            json!({"item": pending.effect_id, "decider": decider, "verdict": verdict});
+        if let Some(w) = why {
+            decision["why"] = json!(w);
+        }
+        let refused = match gate.decide(j, now_ms, &canonical(&decision)) {
+            Ok(_) => None,
+            // Refused (no live lease, not an approver, decided meanwhile): nothing recorded.
+            Err(e @ (GateError::InvalidField { .. } | GateError::InvalidJson(_))) => Some(format!(
+                "{decider}'s decision at the client was not recorded: {}",
+                describe(&e)
+            )),
+            Err(e) => return Err(e),
+        };
+        let step = match gate.submit(j, now_ms, proposal) {
+            Ok(s) => s,
+            Err(e @ (GateError::InvalidField { .. } | GateError::InvalidJson(_))) => {
+                return Ok(self.refused(&tool, &e))
+            }
+            Err(e) => return Err(e),
+        };
+        let next = self.follow(gate, j, now_ms, tool, step, false)?;
+        Ok(match (next, refused) {
+            (ToolNext::Done(mut d), Some(note))
+                if d.outcome.as_ref().and_then(|o| o.reason) == Some(Reason::ApprovalPending) =>
+            {
+                let o = d.outcome.take().expect("matched");
+                pending_reply(&d.tool, &o, Some(note))
+            }
+            (next, _) => next,
+        })
     }
 
     /// The recorded effect of a step, as a JSON value.
@@ -502,6 +663,131 @@ impl ToolSession {
             detail,
         )
     }
+}
+
+/// The answer for a call still pending a person's approval, with `note` (why no person's
+/// decision was recorded at the client) when there is one.
+fn pending_reply(tool: &str, o: &Outcome, note: Option<String>) -> ToolNext {
+    let mut r = reply(tool, o);
+    if let Some(n) = note {
+        r.message.push_str(&format!(" ({n}.)"));
+    }
+    ToolNext::Done(ToolDone {
+        tool: tool.into(),
+        reply: r,
+        outcome: Some(o.clone()),
+    })
+}
+
+/// Why the person who rejected effect `id` rejected it (the item's last rejection), when
+/// they said.
+fn rejected_why(
+    gate: &mut Gate,
+    j: &mut dyn Journal,
+    now_ms: u64,
+    id: &str,
+) -> Result<Option<String>, GateError> {
+    let Some(item) = gate.item(j, now_ms, id)? else {
+        return Ok(None);
+    };
+    Ok(item["decisions"]
+        .as_array()
+        .and_then(|ds| ds.iter().rev().find(|d| d["verdict"] == "reject"))
+        .and_then(|d| d["why"].as_str())
+        .filter(|w| !w.trim().is_empty())
+        .map(String::from))
+}
+
+/// The question for the person who decides a call's approval at the client: an MCP
+/// `elicitation/create` request's params, form mode, with a flat schema (MCP 2025-06-18
+/// and 2025-11-25): what the call is (the tool, its arguments, the premises it rests on,
+/// the item's rule and route), a verdict (approve or reject) and why (required when the
+/// route requires a justification).
+fn question(tool: &str, args: &Value, item: &Value, decider: &str) -> Value {
+    let text = |k: &str| item[k].as_str().unwrap_or("?").to_string();
+    let mut message = format!(
+        "{agent} asks to call {tool} with {args}. Rule {rule} sends it to a person: route {route}, item {id}.",
+        agent = text("agent"),
+        args = canonical(args),
+        rule = text("rule"),
+        route = text("route"),
+        id = text("item"),
+    );
+    if let Some(p) = item["premises_seen"].as_object().filter(|p| !p.is_empty()) {
+        message.push_str(&format!(
+            " It rests on {}.",
+            canonical(&Value::Object(p.clone()))
+        ));
+    }
+    if let Some(c) = item["changed"].as_array().filter(|c| !c.is_empty()) {
+        let changed: Vec<String> = c
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} was {}, is now {}",
+                    text_of(&c["name"]),
+                    c["was"],
+                    c["now"]
+                )
+            })
+            .collect();
+        message.push_str(&format!(
+            " It was approved before, and what it rests on changed since: {}.",
+            changed.join("; ")
+        ));
+    }
+    let needed = item["approvals_needed"].as_u64().unwrap_or(1);
+    if needed > 1 {
+        message.push_str(&format!(" It needs {needed} approvers."));
+    }
+    message.push_str(&format!(
+        " You decide as {decider}: approve it (it is then sent, once) or reject it (it is not sent), and say why."
+    ));
+    let justification = item["justification_required"] == true;
+    let required = if justification {
+        json!(["verdict", "why"])
+    } else {
+        json!(["verdict"])
+    };
+    json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "verdict": {"type": "string", "title": "Your decision", "enum": ["approve", "reject"]},
+                "why": {"type": "string", "title": "Why", "description": "recorded with your decision"},
+            },
+            "required": required,
+        },
+    })
+}
+
+/// The person's answer (an MCP `ElicitResult` as JSON): their verdict and why, `None` when
+/// they gave none (declined, cancelled, or no one could be asked), or why it is no answer.
+fn person_answer(answer: CallAnswer) -> Result<Option<(String, Option<String>)>, String> {
+    let text = match answer {
+        CallAnswer::Returned(t) => t,
+        CallAnswer::Refused(_) | CallAnswer::Failed(_) | CallAnswer::Slept => return Ok(None),
+    };
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("no JSON: {e}"))?;
+    match v.get("action").and_then(Value::as_str) {
+        Some("accept") => {}
+        Some("decline" | "cancel") => return Ok(None),
+        other => return Err(format!("action is {other:?}: accept, decline or cancel")),
+    }
+    let content = v.get("content").cloned().unwrap_or(Value::Null);
+    let verdict = match content.get("verdict").and_then(Value::as_str) {
+        Some(x @ ("approve" | "reject")) => x.to_string(),
+        other => return Err(format!("verdict is {other:?}: approve or reject")),
+    };
+    let why = match content.get("why") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(w)) if w.trim().is_empty() => None,
+        Some(Value::String(w)) => Some(w.clone()),
+        Some(other) => return Err(format!("why is {other}: text")),
+    };
+    Ok(Some((verdict, why)))
 }
 
 /// Why a premise read gave no premises.

@@ -935,11 +935,21 @@ def repair(storage: Storage) -> Any:
 # ---------------------------------------------------------------- the loops' machines
 
 
+@dataclass(frozen=True)
+class Question:
+    """A ``tools`` step for the person at the client (WIT ``person-question``): ``request`` is
+    an MCP ``elicitation/create`` request's params (form mode), as the component words it.
+    Its answer is ``returned`` with the client's ``ElicitResult`` as JSON, or ``failed`` when
+    no one can be asked (the call then answers pending)."""
+
+    request: Dict[str, Any]
+
+
 def machine_steps(host: GateHost, iface: str, first: Any) -> Generator[Tuple[int, Any], Variant, Variant]:
     """The one step handler of the component's loops (``effects``, ``tools``): yields
-    ``(id, call)`` (a call record to perform) or ``(id, ms)`` (an int: sleep that long),
-    receives the WIT ``call-answer``, and returns the last step (``done``, ``proposed``).
-    A ``crash`` step raises :class:`SimulatedCrash`."""
+    ``(id, call)`` (a call record to perform, or a :class:`Question` for a person) or
+    ``(id, ms)`` (an int: sleep that long), receives the WIT ``call-answer``, and returns the
+    last step (``done``, ``proposed``). A ``crash`` step raises :class:`SimulatedCrash`."""
     step, effect_id = first, None
     while True:
         if step.tag == "call":
@@ -949,6 +959,9 @@ def machine_steps(host: GateHost, iface: str, first: Any) -> Generator[Tuple[int
         elif step.tag == "sleep":
             op, ms = step.payload
             answer = yield op, int(ms)
+        elif step.tag == "ask":
+            op = step.payload.id
+            answer = yield op, Question(json.loads(step.payload.request))
         elif step.tag == "crash":
             raise host.crash(step.payload, effect_id)
         else:

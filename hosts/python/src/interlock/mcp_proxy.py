@@ -22,6 +22,12 @@ it such tools run under the agent's standing lease, which the gate grants and re
 first use and the proxy announces on stderr at start. ``--strict`` refuses such a tool at
 start instead. ``--journal`` overrides ``journal_dir``. A bad configuration is refused at
 start: exit 2, the JSON pointer of the problem on stderr.
+
+A gated call that waits for a person's approval, when the configuration names a
+``decider`` (``"decider": "alice@shop"``), asks the person at the agent's client (an MCP
+``elicitation/create``, form mode, worded by the component) where the client declared the
+``elicitation`` capability; the answer is recorded as the decider's decision, and the call
+goes on from there (approved: sent, once, in the same call). Otherwise it answers pending.
 """
 
 from __future__ import annotations
@@ -148,7 +154,21 @@ class Proxy:
     async def list_tools(self, _ctx: Any, params: Any) -> Any:
         return await self.session.list_tools(params=params)  # unchanged
 
-    async def call_tool(self, _ctx: Any, params: Any) -> Any:
+    @staticmethod
+    def asker(ctx: Any) -> Any:
+        """How the component's question for a person reaches the agent's client: an MCP
+        elicitation (form mode), where the client declared the capability."""
+
+        async def ask(request: Dict[str, Any]) -> str:
+            have = ctx.session.client_capabilities
+            e = have.elicitation if have is not None else None
+            if e is None or (e.form is None and e.url is not None):
+                raise InterlockError("the client declared no form elicitation")
+            return _dump(await ctx.session.elicit_form(request["message"], request["requestedSchema"],
+                                                       related_request_id=ctx.request_id))
+        return ask
+
+    async def call_tool(self, ctx: Any, params: Any) -> Any:
         from mcp import types
 
         name, arguments = params.name, dict(params.arguments or {})
@@ -158,7 +178,7 @@ class Proxy:
             except Exception as e:  # noqa: BLE001 - the agent is told; nothing was gated
                 why = f"the upstream server failed: {type(e).__name__}: {e}"
                 return types.CallToolResult(content=[types.TextContent(type="text", text=why)], is_error=True)
-        return self.result(await self.gate.acall(name, arguments, self.call_upstream))
+        return self.result(await self.gate.acall(name, arguments, self.call_upstream, self.asker(ctx)))
 
     def server(self) -> Any:
         from mcp.server.lowlevel import Server

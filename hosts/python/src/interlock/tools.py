@@ -36,6 +36,7 @@ from .gate import (
     Clock,
     GateHost,
     JournalRef,
+    Question,
     arecover_each,
     arun_machine,
     canonical_json,
@@ -54,6 +55,13 @@ TOOLS = "tools"
 #: exception leaves a send's fate unknown.
 Caller = Callable[[str, Dict[str, Any]], str]
 AsyncCaller = Callable[[str, Dict[str, Any]], Awaitable[str]]
+#: Asks the person at the client the component's question (an MCP ``elicitation/create``
+#: request's params, form mode) and returns the client's ``ElicitResult`` as JSON text; it
+#: raises when no one can be asked (the call then answers pending).
+Asker = Callable[[Dict[str, Any]], Awaitable[str]]
+
+#: The answer to a question no one here can be asked (a host without an MCP client).
+_NO_ONE = Variant("failed", "no client here to ask a person")
 
 
 @dataclass(frozen=True)
@@ -248,6 +256,8 @@ class ToolGate:
 
     @staticmethod
     def _answer(req: Any, caller: Caller) -> Variant:
+        if isinstance(req, Question):
+            return _NO_ONE
         try:
             return Variant("returned", caller(req.call.tool, json.loads(req.call.arguments)))
         except SimulatedCrash:
@@ -256,7 +266,14 @@ class ToolGate:
             return _failure(e)
 
     @staticmethod
-    async def _aanswer(req: Any, caller: AsyncCaller) -> Variant:
+    async def _aanswer(req: Any, caller: AsyncCaller, ask: Optional[Asker] = None) -> Variant:
+        if isinstance(req, Question):
+            if ask is None:
+                return _NO_ONE
+            try:
+                return Variant("returned", await ask(req.request))
+            except Exception as e:  # noqa: BLE001 - no one could be asked: the call waits
+                return Variant("failed", _why(e))
         timeout_ms = getattr(req, "timeout-ms")
         try:
             called = caller(req.call.tool, json.loads(req.call.arguments))
@@ -283,12 +300,14 @@ class ToolGate:
         first = host._call("tools.call", tool, _text(dict(arguments), "/arguments"))
         return self._result(run_machine(host, TOOLS, first, lambda req: self._answer(req, caller)).payload)
 
-    async def acall(self, tool: str, arguments: Mapping[str, Any], caller: AsyncCaller) -> ToolResult:
+    async def acall(self, tool: str, arguments: Mapping[str, Any], caller: AsyncCaller,
+                    ask: Optional[Asker] = None) -> ToolResult:
         """:meth:`call` with an async caller (the MCP proxy; ``protect()`` of async tools).
-        A send waits at most the effect's ``timeout_ms``."""
+        A send waits at most the effect's ``timeout_ms``. ``ask``: how a question for the
+        person who decides an approval reaches them (the proxy: an MCP elicitation)."""
         host = self.host()
         first = host._call("tools.call", tool, _text(dict(arguments), "/arguments"))
-        last = await arun_machine(host, TOOLS, first, lambda req: self._aanswer(req, caller))
+        last = await arun_machine(host, TOOLS, first, lambda req: self._aanswer(req, caller, ask))
         return self._result(last.payload)
 
     def _recovering(self, claim_wait: Optional[Union[bool, ClaimWait]]) -> Tuple[GateHost, bool]:

@@ -39,10 +39,18 @@ struct World {
     calls: Vec<(String, Value)>,
     /// The next call of this tool fails (no answer).
     fail_next: Option<&'static str>,
+    /// What the person at the client answers, in turn (none left: no one can be asked).
+    person: Vec<CallAnswer>,
+    /// Every question the host was told to ask a person.
+    asked: Vec<Value>,
 }
 
 impl World {
     fn new(tier: Tier, extra: &str, results: Results) -> World {
+        World::with_config(tier, config(serde_json::from_str(extra).unwrap()), results)
+    }
+
+    fn with_config(tier: Tier, config: String, results: Results) -> World {
         let mut pay = Payments::in_memory(tier);
         pay.add_order(ORDER, 10_000).unwrap();
         let mut gate = Gate::new();
@@ -50,7 +58,7 @@ impl World {
         gate.grant_lease(&mut j, T0, "case-4471", T0 + 3_600_000)
             .unwrap();
         let (session, started) = ToolSession::start(
-            &config(serde_json::from_str(extra).unwrap()),
+            &config,
             Options {
                 agent: "agent".into(),
                 authority: Some(json!({"lease": "case-4471"})),
@@ -70,6 +78,8 @@ impl World {
             results,
             calls: Vec::new(),
             fail_next: None,
+            person: Vec::new(),
+            asked: Vec::new(),
         }
     }
 
@@ -135,6 +145,15 @@ impl World {
                     if crash == Some((call.tool.as_str(), true)) {
                         return None;
                     }
+                    self.resume(id, answer)
+                }
+                ToolNext::Ask { id, request } => {
+                    self.asked.push(request);
+                    let answer = if self.person.is_empty() {
+                        CallAnswer::Failed("the client declared no elicitation".into())
+                    } else {
+                        self.person.remove(0)
+                    };
                     self.resume(id, answer)
                 }
             };
@@ -300,4 +319,263 @@ fn authority_at_start_standing_or_strict() {
         ToolSession::start(&bad, options(false)),
         Err(GateError::InvalidField { .. })
     ));
+}
+
+/// A world whose refunds over 1,000 cents wait for a person on route finance (alice@shop
+/// and bob@shop, `needed` of them), the proxy's `decider` named (or not), with a lease for
+/// each person.
+fn people(decider: Option<&str>, needed: u64) -> World {
+    let mut c: Value = serde_json::from_str(&config(json!({}))).unwrap();
+    if let Some(d) = decider {
+        c["decider"] = json!(d);
+    }
+    let mut w = World::with_config(Tier::ONE, c.to_string(), Results::Mcp);
+    let rules = json!({
+        "rules": [{"name": "large", "target": "create_refund",
+                   "when": [{"field": "/effect/amount_cents", "over": 1000}],
+                   "then": "person", "route": "finance", "approvers_needed": needed}],
+        "routes": {"finance": {"primary_approvers": ["alice@shop", "bob@shop"]}}});
+    w.gate
+        .set_approval_rules(&mut w.j, T0, &rules.to_string())
+        .unwrap();
+    for p in ["alice@shop", "bob@shop"] {
+        w.gate.grant_lease(&mut w.j, T0, p, T0 + 3_600_000).unwrap();
+    }
+    w
+}
+
+fn elicited(action: &str, content: Value) -> CallAnswer {
+    CallAnswer::Returned(json!({"action": action, "content": content}).to_string())
+}
+
+fn decisions(w: &mut World, id: &str) -> Vec<Value> {
+    let item = w.gate.item(&mut w.j, w.now, id).unwrap().unwrap();
+    item["decisions"].as_array().unwrap().clone()
+}
+
+#[test]
+fn a_person_asked_at_the_client_approves_and_the_call_is_sent_once_in_the_same_call() {
+    let mut w = people(Some("alice@shop"), 1);
+    w.person.push(elicited(
+        "accept",
+        json!({"verdict": "approve", "why": "known customer"}),
+    ));
+    let d = w.call(args(), None).unwrap();
+    let o = d.outcome.clone().unwrap();
+    assert_eq!(
+        (o.state, o.executed),
+        (State::Committed, Executed::Yes),
+        "{d:?}"
+    );
+    assert!(!d.reply.is_error && d.reply.message.contains("happened once"));
+    assert_eq!(w.pay.refund_count(), 1);
+    // The question: what the call is, the rule and route, a flat form.
+    let [q] = <[Value; 1]>::try_from(w.asked.clone()).unwrap();
+    let m = q["message"].as_str().unwrap();
+    for part in [
+        "agent asks to call create_refund with {\"amount_cents\":2000,\"order_id\":\"order_881\"}",
+        "Rule large",
+        "route finance",
+        &format!("item {}", o.effect_id),
+        "It rests on {\"refunded_total\":0}",
+        "You decide as alice@shop",
+    ] {
+        assert!(m.contains(part), "{part:?} in {m}");
+    }
+    assert_eq!(q["mode"], "form");
+    let schema = &q["requestedSchema"];
+    assert_eq!(
+        schema["properties"]["verdict"]["enum"],
+        json!(["approve", "reject"])
+    );
+    assert_eq!(schema["required"], json!(["verdict"]));
+    assert!(schema["properties"]
+        .as_object()
+        .unwrap()
+        .values()
+        .all(|p| p["type"] == "string"));
+    // Recorded as alice's decision, with why.
+    let ds = decisions(&mut w, &o.effect_id);
+    assert_eq!(ds.len(), 1);
+    assert_eq!(
+        (&ds[0]["decider"], &ds[0]["verdict"], &ds[0]["why"]),
+        (
+            &json!("alice@shop"),
+            &json!("approve"),
+            &json!("known customer")
+        )
+    );
+    // The agent's same call again: the first outcome, nothing asked, nothing sent.
+    let again = w.call(args(), None).unwrap();
+    assert!(again.outcome.unwrap().replayed);
+    assert_eq!((w.asked.len(), w.pay.refund_count()), (1, 1));
+}
+
+#[test]
+fn a_person_who_rejects_at_the_client_stops_the_call_and_the_model_is_told_who_and_why() {
+    let mut w = people(Some("bob@shop"), 1);
+    w.person.push(elicited(
+        "accept",
+        json!({"verdict": "reject", "why": "refund window passed"}),
+    ));
+    let d = w.call(args(), None).unwrap();
+    let o = d.outcome.clone().unwrap();
+    assert_eq!(
+        (o.state, o.reason, o.executed),
+        (State::Refused, Some(Reason::ApprovalRejected), Executed::No)
+    );
+    let m = &d.reply.message;
+    assert!(m.contains("a person (bob@shop) rejected it"), "{m}");
+    assert!(m.contains("Their reason: \"refund window passed\"."), "{m}");
+    assert_eq!(w.pay.refund_count(), 0);
+    // Later calls say the same, without asking again.
+    let again = w.call(args(), None).unwrap();
+    assert!(again.reply.message.contains("refund window passed"));
+    assert_eq!(w.asked.len(), 1);
+}
+
+#[test]
+fn no_answer_at_the_client_leaves_the_call_pending_as_before() {
+    let pending_text = |w: &mut World| {
+        let d = w.call(args(), None).unwrap();
+        let o = d.outcome.clone().unwrap();
+        assert_eq!(
+            (o.state, o.reason),
+            (State::Proposed, Some(Reason::ApprovalPending))
+        );
+        d.reply.message
+    };
+    // No decider configured: nothing asked.
+    let mut plain = people(None, 1);
+    let before = pending_text(&mut plain);
+    assert!(before.contains("pending a person's approval"), "{before}");
+    assert!(plain.asked.is_empty());
+    // Declined, cancelled, a client that cannot be asked: the same words, nothing decided.
+    let mut w = people(Some("alice@shop"), 1);
+    w.person.push(elicited("decline", Value::Null));
+    w.person.push(elicited("cancel", Value::Null));
+    for _ in 0..3 {
+        assert_eq!(pending_text(&mut w), before);
+    }
+    assert_eq!(w.asked.len(), 3);
+    let id = plain.call(args(), None).unwrap().outcome.unwrap().effect_id;
+    assert!(decisions(&mut w, &id).is_empty());
+    assert_eq!(w.pay.refund_count(), 0);
+    // An answer that is no decision: pending, saying so.
+    w.person
+        .push(elicited("accept", json!({"verdict": "maybe"})));
+    let m = pending_text(&mut w);
+    assert!(m.starts_with(&before), "{m}");
+    assert!(
+        m.contains("the answer at the client was not a decision (verdict is Some(\"maybe\")"),
+        "{m}"
+    );
+}
+
+#[test]
+fn a_decision_the_gate_refuses_is_not_recorded_and_the_call_stays_pending_saying_why() {
+    // The decider's lease is revoked: they decide nothing, as everywhere.
+    let mut w = people(Some("alice@shop"), 1);
+    w.gate.revoke_lease(&mut w.j, T0, "alice@shop").unwrap();
+    w.person.push(elicited(
+        "accept",
+        json!({"verdict": "approve", "why": "ok"}),
+    ));
+    let d = w.call(args(), None).unwrap();
+    let o = d.outcome.clone().unwrap();
+    assert_eq!(o.reason, Some(Reason::ApprovalPending));
+    let m = &d.reply.message;
+    assert!(m.contains("pending a person's approval"), "{m}");
+    assert!(
+        m.contains("alice@shop's decision at the client was not recorded: invalid input at /decider: alice@shop may not decide: their lease is revoked"),
+        "{m}"
+    );
+    assert!(decisions(&mut w, &o.effect_id).is_empty());
+    assert_eq!(w.pay.refund_count(), 0);
+
+    // A decider not on the route is not asked at all.
+    let mut w = people(Some("carol@shop"), 1);
+    let d = w.call(args(), None).unwrap();
+    assert!(w.asked.is_empty());
+    assert!(
+        d.reply.message.contains("carol@shop, who decides at the client, is not among its approvers now (alice@shop, bob@shop)"),
+        "{}",
+        d.reply.message
+    );
+}
+
+#[test]
+fn one_approval_of_two_needed_leaves_it_pending_and_the_decider_is_not_asked_twice() {
+    let mut w = people(Some("alice@shop"), 2);
+    w.person
+        .push(elicited("accept", json!({"verdict": "approve"})));
+    let d = w.call(args(), None).unwrap();
+    let o = d.outcome.unwrap();
+    assert_eq!(o.reason, Some(Reason::ApprovalPending));
+    assert!(w.asked[0]["message"]
+        .as_str()
+        .unwrap()
+        .contains("It needs 2 approvers."));
+    let d = w.call(args(), None).unwrap();
+    assert_eq!(w.asked.len(), 1, "alice approved already");
+    assert!(
+        d.reply.message.contains("alice@shop approved it already"),
+        "{}",
+        d.reply.message
+    );
+    // Bob approves in the inbox: the agent's next call is sent, once.
+    let decision = json!({"item": o.effect_id, "decider": "bob@shop", "verdict": "approve"});
+    w.gate
+        .decide(&mut w.j, w.now, &decision.to_string())
+        .unwrap();
+    let d = w.call(args(), None).unwrap();
+    assert_eq!(d.outcome.unwrap().state, State::Committed);
+    assert_eq!(w.pay.refund_count(), 1);
+}
+
+#[test]
+fn the_decider_is_a_name_at_the_top_of_the_configuration() {
+    let mut c: Value = serde_json::from_str(&config(json!({}))).unwrap();
+    c["decider"] = json!(7);
+    let options = Options {
+        agent: "agent".into(),
+        authority: None,
+        strict: false,
+        results: Results::Mcp,
+        wait: ClaimWait::default(),
+    };
+    match ToolSession::start(&c.to_string(), options) {
+        Err(GateError::InvalidField { field, .. }) => assert_eq!(field, "/decider"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_approval_on_facts_that_changed_goes_back_and_the_decider_is_asked_with_what_changed() {
+    let mut w = people(Some("alice@shop"), 1);
+    // Bob approves in the inbox; then a person refunds 500 by hand before the agent calls.
+    let id = w.call(args(), None).unwrap().outcome.unwrap().effect_id;
+    let decision = json!({"item": id, "decider": "bob@shop", "verdict": "approve"});
+    w.gate
+        .decide(&mut w.j, w.now, &decision.to_string())
+        .unwrap();
+    w.pay.refund(ORDER, 500, None, None, w.now).unwrap();
+    w.person.push(elicited(
+        "accept",
+        json!({"verdict": "approve", "why": "still fine"}),
+    ));
+    let d = w.call(args(), None).unwrap();
+    let o = d.outcome.unwrap();
+    assert_eq!(o.state, State::Committed, "{}", d.reply.message);
+    let m = w.asked.last().unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        m.contains("It rests on {\"refunded_total\":500}. It was approved before, and what it rests on changed since: refunded_total was 0, is now 500."),
+        "{m}"
+    );
+    // The first call found no one to ask (no answer queued): two questions in all.
+    assert_eq!(w.asked.len(), 2);
+    assert_eq!(w.pay.refund_count(), 2, "the one by hand, and ours once");
 }

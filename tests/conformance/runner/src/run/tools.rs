@@ -194,6 +194,11 @@ impl Run {
                     driver::advance_ms(ms);
                     (id, CallAnswer::Slept)
                 }
+                // No person at a conformance run: the call answers pending.
+                ToolStep::Ask(q) => (
+                    q.id,
+                    CallAnswer::Failed("the conformance runner asks no person".into()),
+                ),
                 ToolStep::Call(req) => {
                     let args: Value = serde_json::from_str(&req.call.arguments).map_err(|e| {
                         format!("the machine gave arguments that are not JSON: {e}")
