@@ -204,6 +204,10 @@ pub struct FileJournal<S: Files> {
     index: Index,
     /// Bytes `open` read and parsed (the tail after the checkpoint, or the whole file).
     scanned: u64,
+    /// Set by [`FileJournal::new_call`]: the file's length is asked once per call.
+    once_per_call: bool,
+    /// The file's length was asked since the last [`FileJournal::new_call`].
+    looked: bool,
 }
 
 impl<S: Files> fmt::Debug for FileJournal<S> {
@@ -242,6 +246,8 @@ impl<S: Files> FileJournal<S> {
             last: None,
             index: Index::default(),
             scanned: 0,
+            once_per_call: false,
+            looked: false,
         };
         journal.load(file_len)?;
         if journal.scanned >= CHECKPOINT_AFTER_BYTES {
@@ -369,8 +375,26 @@ impl<S: Files> FileJournal<S> {
 
     /// Reads what other journals sharing the store appended since this one last looked.
     fn catch_up(&mut self) -> Result<(), Error> {
+        if self.once_per_call && self.looked {
+            return Ok(());
+        }
+        self.catch_up_now()
+    }
+
+    /// [`FileJournal::catch_up`], asking the file's length even if it was asked in this call.
+    fn catch_up_now(&mut self) -> Result<(), Error> {
         let size = self.files.file_size(JOURNAL_FILE)?.unwrap_or(0);
+        self.looked = true;
         self.catch_up_to(size)
+    }
+
+    /// A new call begins (a gate call): from now on, reads ask the file's length once per
+    /// call, at the first read of it, and see the journal as it was then. Appends stay
+    /// compare-and-append at the store, so one that missed another journal's append still
+    /// conflicts there and catches up.
+    pub fn new_call(&mut self) {
+        self.once_per_call = true;
+        self.looked = false;
     }
 
     fn catch_up_to(&mut self, size: u64) -> Result<(), Error> {
@@ -497,7 +521,7 @@ impl<S: Files> FileJournal<S> {
         let mut actual = self.materialize(stream)?;
         if actual != expected_len {
             // Perhaps another journal sharing the store appended to it.
-            self.catch_up()?;
+            self.catch_up_now()?;
             actual = self.materialize(stream)?;
             if actual != expected_len {
                 return Err(Error::Conflict { actual });

@@ -164,6 +164,9 @@ static JOURNAL: One = One(RefCell::new(StorageJournal::Closed(None)));
 /// Runs `f` on the instance's journal (every gate call goes through here).
 pub(crate) fn with_journal<R>(f: impl FnOnce(&mut dyn Journal) -> R) -> R {
     let mut j = JOURNAL.0.borrow_mut();
+    if let StorageJournal::File(file) = &mut *j {
+        file.new_call();
+    }
     f(&mut *j)
 }
 

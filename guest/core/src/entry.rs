@@ -12,6 +12,8 @@ use serde_json::{Map, Value};
 
 use crate::authority::Mark;
 use crate::canon::{canonical, sha256_hex};
+use alloc::sync::Arc;
+
 use crate::journal::{Journal, JournalError};
 use crate::receipt::{Problem, ProblemKind};
 use crate::types::{GateError, State};
@@ -22,7 +24,8 @@ pub const GENESIS: &str = "00000000000000000000000000000000000000000000000000000
 #[derive(Clone, Debug)]
 pub struct Stream {
     pub name: String,
-    pub entries: Vec<Map<String, Value>>,
+    /// Shared, never copied: a stream the gate keeps and the one it hands out share them.
+    pub entries: Vec<Arc<Map<String, Value>>>,
     pub head: String,
 }
 
@@ -125,7 +128,7 @@ impl Stream {
             ));
         }
         self.head = hash.to_string();
-        self.entries.push(obj);
+        self.entries.push(Arc::new(obj));
         Ok(())
     }
 
@@ -173,7 +176,7 @@ impl Stream {
     }
 
     pub fn last(&self) -> Option<&Map<String, Value>> {
-        self.entries.last()
+        self.entries.last().map(|e| &**e)
     }
 
     /// The state an effect's entry records; None on another kind of stream (or for a
@@ -240,7 +243,7 @@ impl Stream {
             head = hash;
         }
         j.append(&self.name, self.len(), &texts, durable, open)?;
-        self.entries.extend(sealed);
+        self.entries.extend(sealed.into_iter().map(Arc::new));
         self.head = head;
         Ok(())
     }

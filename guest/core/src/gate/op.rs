@@ -62,6 +62,7 @@ pub(super) fn dispatches(s: &Stream) -> impl Iterator<Item = &Map<String, Value>
     s.entries
         .iter()
         .filter(|e| Stream::state_of(e) == Some(State::Dispatched))
+        .map(|e| &**e)
 }
 
 pub(super) fn is_closed(s: &Stream) -> bool {

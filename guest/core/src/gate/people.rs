@@ -222,10 +222,12 @@ impl Item {
                     it.decisions.push(decision_json(e));
                     let decider = str_of(e, "decider");
                     match e.get("verdict").and_then(Value::as_str) {
-                        Some("approve") => it.approvals.push((decider, Value::Object(e.clone()))),
+                        Some("approve") => {
+                            it.approvals.push((decider, Value::Object(Map::clone(e))))
+                        }
                         Some("reject") => it.rejection = Some(decider),
                         Some(_) => {
-                            it.resolution = Some(e.clone());
+                            it.resolution = Some(Map::clone(e));
                             it.contradiction = None;
                         }
                         None => {}
@@ -247,7 +249,7 @@ impl Item {
                         .unwrap_or_default();
                 }
                 "EXPIRED" => it.expired = true,
-                "CONTRADICTED" => it.contradiction = Some(Value::Object(e.clone())),
+                "CONTRADICTED" => it.contradiction = Some(Value::Object(Map::clone(e))),
                 "NOTIFIED" => it.notified.push(str_of(e, "id")),
                 _ => {}
             }
