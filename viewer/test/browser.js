@@ -34,3 +34,19 @@ export async function launch() {
     },
   };
 }
+
+/**
+ * Presses `verdict` on the inbox card `sel` (of item `item`) and waits for its result: one
+ * decision more on the item in "Decided here" (it may be decided already: an approval, then
+ * "did not happen"), or the card's error. Resolves to { ok, item } or { ok: false, item,
+ * error, text }.
+ */
+export async function act(page, sel, item, verdict) {
+  const before = await page.$$eval(`#decided .item[data-item="${item}"] .decisions li`, (l) => l.length);
+  await page.click(`${sel} .act[data-verdict="${verdict}"]`);
+  await page.waitForFunction(([s, id, n]) => document.querySelector(`${s} .result.bad`)
+    || document.querySelectorAll(`#decided .item[data-item="${id}"] .decisions li`).length > n, [sel, item, before], { timeout: 10_000 });
+  const bad = await page.$(`${sel} .result.bad`);
+  if (bad) return { ok: false, item, error: await bad.getAttribute('data-error'), text: await bad.textContent() };
+  return { ok: true, item };
+}

@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { serve, ROOT } from '../serve.js';
-import { launch } from './browser.js';
+import { launch, act } from './browser.js';
 import { Payments } from '../../hosts/node/src/index.js';
 
 const CLI = process.env.INTERLOCK_CLI;
@@ -160,14 +160,7 @@ async function decide(key, verdict, why) {
   const sel = card(key);
   const item = await page.$eval(sel, (c) => c.dataset.item);
   await page.fill(`${sel} .why`, why);
-  // The same item may be decided already (an approval, then "did not happen"): wait for one decision more.
-  const before = await page.$$eval(`#decided .item[data-item="${item}"] .decisions li`, (l) => l.length);
-  await page.click(`${sel} .act[data-verdict="${verdict}"]`);
-  await page.waitForFunction(([s, id, n]) => document.querySelector(`${s} .result.bad`)
-    || document.querySelectorAll(`#decided .item[data-item="${id}"] .decisions li`).length > n, [sel, item, before], { timeout: 10_000 });
-  const bad = await page.$(`${sel} .result.bad`);
-  if (bad) return { ok: false, item, error: await bad.getAttribute('data-error'), text: await bad.textContent() };
-  return { ok: true, item };
+  return act(page, sel, item, verdict);
 }
 
 test('against interlock serve: alice approves in the page, the agent\'s next submit sends it once', { skip }, async () => {

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { existsSync } from 'node:fs';
 import { serve, ROOT } from '../serve.js';
-import { launch } from './browser.js';
+import { launch, act } from './browser.js';
 
 const SHOT = join(ROOT, 'results/viewer-inbox.png');
 let server;
@@ -77,13 +77,7 @@ async function decide(who, key, verdict, { why, evidence, look = false } = {}) {
   if (why !== undefined) await page.fill(`${sel} .why`, why);
   if (look) await page.click(`${sel} .look`);
   if (evidence !== undefined) await page.fill(`${sel} .evidence`, evidence);
-  const before = await page.$$eval(`#decided .item[data-item="${item}"] .decisions li`, (l) => l.length);
-  await page.click(`${sel} .act[data-verdict="${verdict}"]`);
-  await page.waitForFunction(([s, id, n]) => document.querySelector(`${s} .result.bad`)
-    || document.querySelectorAll(`#decided .item[data-item="${id}"] .decisions li`).length > n, [sel, item, before], { timeout: 10_000 });
-  const bad = await page.$(`${sel} .result.bad`);
-  if (bad) return { ok: false, item, error: await bad.getAttribute('data-error'), text: await bad.textContent() };
-  return { ok: true, item };
+  return act(page, sel, item, verdict);
 }
 
 async function receipt(task) {
