@@ -4,8 +4,10 @@
 //!
 //! | claim | dispatched | lookup     | re-check   | dedupe window | action           |
 //! |-------|------------|------------|------------|---------------|------------------|
-//! | live  | *          | *          | *          | *             | Wait             |
-//! | over  | yes        | not asked  | *          | *             | Query            |
+//! | live  | yes        | not asked  | *          | *             | Query            |
+//! | live  | *          | found      | *          | *             | CommitFound      |
+//! | live  | *          | else       | *          | *             | Wait             |
+//! | over  | yes        | not asked, not found under claim | * | *  | Query            |
 //! | over  | *          | found      | *          | *             | CommitFound      |
 //! | over  | *          | failed     | *          | *             | StayOpen         |
 //! | over  | *          | else       | not done   | *             | Recheck          |
@@ -18,7 +20,8 @@
 //! | over  | yes        | none       | holds      | no dedupe     | Ambiguous        |
 //!
 //! Lookup comes first because it only reads: an effect that happened is COMMITTED whatever
-//! changed since. A send needs the re-check to hold, and either proof that nothing was sent
+//! changed since, and even while another worker's claim is live (a restart after a crash
+//! closes what landed with one lookup, instead of waiting out the whole claim). A send needs the re-check to hold, and either proof that nothing was sent
 //! (never dispatched, or the lookup says not found) or a dedupe window that covers it.
 
 /// Whether another send of this effect may still be in flight.
@@ -36,6 +39,10 @@ pub enum Lookup {
     NotAsked,
     Found,
     NotFound,
+    /// Not found by a lookup asked while a claim was live: a send still in flight may land
+    /// after it, so it is no evidence that nothing was sent. Once the claim is over the
+    /// lookup is asked again.
+    NotFoundUnderClaim,
     Failed,
 }
 
@@ -88,10 +95,18 @@ pub enum Action {
 
 pub fn decide(i: Inputs) -> Action {
     if i.claim == Claim::Live {
-        return Action::Wait;
+        // A lookup only reads, so it may be asked while another send may be in flight: an
+        // effect the target already has is closed at once instead of after the claim.
+        // Anything else waits the claim out (and asks again after it: a send still in
+        // flight may land after a "not found").
+        return match i.lookup {
+            Lookup::NotAsked if i.dispatched => Action::Query,
+            Lookup::Found => Action::CommitFound,
+            _ => Action::Wait,
+        };
     }
     match i.lookup {
-        Lookup::NotAsked if i.dispatched => return Action::Query,
+        Lookup::NotAsked | Lookup::NotFoundUnderClaim if i.dispatched => return Action::Query,
         Lookup::Found => return Action::CommitFound,
         Lookup::Failed => return Action::StayOpen,
         _ => {}
@@ -119,6 +134,7 @@ pub fn all_inputs() -> impl Iterator<Item = Inputs> {
         Lookup::NotAsked,
         Lookup::Found,
         Lookup::NotFound,
+        Lookup::NotFoundUnderClaim,
         Lookup::Failed,
     ];
     let rechecks = [
@@ -155,9 +171,19 @@ mod tests {
         for i in all_inputs() {
             n += 1;
             let a = decide(i);
-            // Never act while a send may be in flight.
+            // While a send may be in flight, only read: ask the lookup, or close what the
+            // lookup found; never send, re-check, refuse or give up.
             if i.claim == Claim::Live {
-                assert_eq!(a, Action::Wait, "{i:?}");
+                assert!(
+                    matches!(a, Action::Wait | Action::Query | Action::CommitFound),
+                    "{i:?} -> {a:?}"
+                );
+                if a == Action::Query {
+                    assert!(i.dispatched && i.lookup == Lookup::NotAsked, "{i:?}");
+                }
+                if i.lookup == Lookup::Unavailable {
+                    assert_eq!(a, Action::Wait, "{i:?}");
+                }
             }
             if a == Action::Send {
                 // Never send blind: authority and premises were re-read and hold ...
@@ -171,8 +197,8 @@ mod tests {
                     "{i:?}"
                 );
             }
-            // A found effect is committed, whatever changed since.
-            if i.claim == Claim::Over && i.lookup == Lookup::Found {
+            // A found effect is committed, whatever changed since, claim or no claim.
+            if i.lookup == Lookup::Found {
                 assert_eq!(a, Action::CommitFound, "{i:?}");
             }
             // A failed read never ends an effect.
@@ -186,8 +212,18 @@ mod tests {
                 );
             }
             // A dispatched effect is never refused or resent before the lookup was asked.
-            if i.claim == Claim::Over && i.dispatched && i.lookup == Lookup::NotAsked {
+            if i.dispatched && i.lookup == Lookup::NotAsked {
                 assert_eq!(a, Action::Query, "{i:?}");
+            }
+            // A "not found" heard while a send may have been in flight proves nothing: the
+            // claim is waited out and the lookup asked again, never a send or an end on it.
+            if i.dispatched && i.lookup == Lookup::NotFoundUnderClaim {
+                let want = if i.claim == Claim::Live {
+                    Action::Wait
+                } else {
+                    Action::Query
+                };
+                assert_eq!(a, want, "{i:?}");
             }
             if a == Action::Ambiguous {
                 assert!(
@@ -196,7 +232,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(n, 2 * 2 * 5 * 4 * 3);
+        assert_eq!(n, 2 * 2 * 6 * 4 * 3);
     }
 
     #[test]

@@ -201,15 +201,17 @@ fn f2_crash_after_the_send_before_the_reply() {
     ] {
         let mut w = World::new(tier);
         assert!(w.submit(2000, Some(Crash::AfterCommit)).is_none());
-        // While the claim is live nobody acts, not even recovery.
+        // While the claim is live recovery only reads: a target without a lookup is left
+        // alone; one with a lookup is asked, and what it found is closed at once.
         let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
         let live = w.gate.recover(&mut w.j, w.now, &id).unwrap();
-        match live.ask {
-            Ask::Done(o) => assert_eq!(
+        match (tier, live.ask) {
+            (Tier::TWO, Ask::Query { .. }) => {}
+            (Tier::ONE | Tier::THREE, Ask::Done(o)) => assert_eq!(
                 (o.state, o.reason),
                 (State::Dispatched, Some(Reason::ClaimLive))
             ),
-            other => panic!("acted under a live claim: {other:?}"),
+            (_, other) => panic!("acted under a live claim: {other:?}"),
         }
         w.restart();
         let o = w.recover_all();
@@ -884,8 +886,12 @@ fn a_claim_holds_on_a_clock_that_runs_ahead_by_up_to_the_skew_margin() {
         // 700 ms later: B's clock reads 1100 ms after A's intent.
         let t_b = t_a + 700 + SKEW_MS;
         let mut b = Gate::new();
-        let r = b.recover(&mut w.j, t_b, &id).unwrap();
+        let mut r = b.recover(&mut w.j, t_b, &id).unwrap();
         if margin.is_some() {
+            // B may look the refund up under A's live claim (a lookup only reads): not
+            // there yet, so B waits the claim out.
+            assert!(matches!(r.ask, Ask::Query { .. }), "{r:?}");
+            r = b.resume(&mut w.j, t_b, r.op, Reply::NotFound).unwrap();
             match &r.ask {
                 Ask::Done(o) => {
                     assert_eq!(
@@ -957,7 +963,8 @@ fn expiries_are_judged_by_the_latest_clock_the_skew_allows() {
 
 /// Recovery that waits out a live claim: the gate asks the host to sleep (the claim's
 /// remaining time + 1 ms: a claim is live until strictly after its deadline), then acts;
-/// with no polls left it reports the effect open, `claim_live`. The host only sleeps.
+/// with no polls left it reports the effect open, `claim_live`. The host only sleeps. A
+/// target with a lookup is asked first (it only reads): found, the effect closes at once.
 #[test]
 fn recovery_waits_out_a_live_claim_by_asking_the_host_to_sleep() {
     use interlock_core::{ClaimWait, GateError};
@@ -965,9 +972,34 @@ fn recovery_waits_out_a_live_claim_by_asking_the_host_to_sleep() {
     assert!(w.submit(2000, Some(Crash::AfterCommit)).is_none());
     let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
     w.gate = Gate::new(); // a new process, right after the crash: the 1 s claim is live
+    let start = w.now;
     let first = w
         .gate
         .recover_waiting(&mut w.j, w.now, &id, ClaimWait::default())
+        .unwrap();
+    assert!(matches!(first.ask, Ask::Query { .. }), "{first:?}");
+    let o = w.drive(first, None).unwrap();
+    assert_eq!((o.state, o.executed), (State::Committed, Executed::Yes));
+    assert_eq!(
+        w.now, start,
+        "closed by the lookup, the claim not waited out"
+    );
+    assert_eq!(w.pay.refund_count(), 1);
+
+    // The refund did not land (the worker died before the send): not found under the live
+    // claim, so the claim is waited out and the lookup asked again before a send.
+    let mut w = World::new(Tier::TWO);
+    assert!(w.submit(2000, Some(Crash::AfterIntent)).is_none());
+    let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+    w.gate = Gate::new();
+    let query = w
+        .gate
+        .recover_waiting(&mut w.j, w.now, &id, ClaimWait::default())
+        .unwrap();
+    assert!(matches!(query.ask, Ask::Query { .. }), "{query:?}");
+    let first = w
+        .gate
+        .resume(&mut w.j, w.now, query.op, Reply::NotFound)
         .unwrap();
     let Ask::Sleep(ms) = first.ask else {
         panic!("acted under a live claim: {first:?}")
@@ -983,7 +1015,7 @@ fn recovery_waits_out_a_live_claim_by_asking_the_host_to_sleep() {
     assert_eq!(w.pay.refund_count(), 1);
 
     // No polls left: the live claim is reported, nothing written.
-    let mut w = World::new(Tier::TWO);
+    let mut w = World::new(Tier::ONE);
     assert!(w.submit(2000, Some(Crash::AfterCommit)).is_none());
     let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
     w.gate = Gate::new();
@@ -1009,6 +1041,35 @@ fn recovery_waits_out_a_live_claim_by_asking_the_host_to_sleep() {
         w.gate.resume(&mut w.j, w.now, step.op, Reply::Slept),
         Err(GateError::UnknownOperation(_))
     ));
+}
+
+/// A lookup asked while another worker's claim is live may say "not found" just before
+/// that worker's send lands. Its answer proves nothing, even when it arrives after the claim
+/// ran out: the gate asks again instead of sending.
+#[test]
+fn a_not_found_heard_under_a_live_claim_is_asked_again_never_sent_on() {
+    let mut w = World::new(Tier::TWO);
+    assert!(w.submit(2000, Some(Crash::AfterIntent)).is_none());
+    let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+    let mut b = Gate::new();
+    let q = b.recover(&mut w.j, w.now, &id).unwrap();
+    assert!(matches!(q.ask, Ask::Query { .. }), "{q:?}");
+    // The first send lands late, and the "not found" answer reaches the gate only after the
+    // claim ran out.
+    w.pay
+        .refund("order_881", 2000, Some(&id), Some(&id), w.now + 900)
+        .unwrap();
+    w.now += 2000;
+    let again = b.resume(&mut w.j, w.now, q.op, Reply::NotFound).unwrap();
+    assert!(
+        matches!(again.ask, Ask::Query { .. }),
+        "sent on a stale answer: {again:?}"
+    );
+    w.gate = b;
+    let o = w.drive(again, None).unwrap();
+    assert_eq!((o.state, o.executed), (State::Committed, Executed::Yes));
+    assert_eq!(w.pay.refund_count(), 1);
+    w.journal_verifies();
 }
 
 /// The one crash injection every host uses in its tests: the gate asks its host to die at

@@ -311,6 +311,10 @@ impl Protocol {
                 op.lookup = if s.applied > 0 {
                     s.found_by_lookup = true;
                     Lookup::Found
+                } else if inputs.claim == Claim::Live {
+                    // Asked under a live claim (the gate's `Waiting::Query { under_claim }`):
+                    // a send in flight may still land, so this proves nothing.
+                    Lookup::NotFoundUnderClaim
                 } else {
                     Lookup::NotFound
                 };

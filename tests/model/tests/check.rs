@@ -99,13 +99,36 @@ fn a_resend_without_dedupe_or_lookup_is_caught() {
 
 #[test]
 fn acting_under_a_live_claim_is_caught() {
+    // Act as if every claim were over (and so every "not found" were evidence).
     fn ignore_claim(i: Inputs) -> Action {
         decide(Inputs {
             claim: Claim::Over,
+            lookup: trusted(i.lookup),
             ..i
         })
     }
     caught(Tier::TWO, ignore_claim, "never applied twice");
+}
+
+fn trusted(l: Lookup) -> Lookup {
+    if l == Lookup::NotFoundUnderClaim {
+        Lookup::NotFound
+    } else {
+        l
+    }
+}
+
+#[test]
+fn trusting_a_not_found_heard_under_a_live_claim_is_caught() {
+    // The lookup may be asked under a live claim; its "not found" must not be used once the
+    // claim is over (the send in flight may have landed after it).
+    fn trust(i: Inputs) -> Action {
+        decide(Inputs {
+            lookup: trusted(i.lookup),
+            ..i
+        })
+    }
+    caught(Tier::TWO, trust, "never applied twice");
 }
 
 #[test]

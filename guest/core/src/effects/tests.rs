@@ -188,7 +188,7 @@ fn propose_then_submit_is_the_original_s_fn_proposal_and_gate_submit() {
 }
 
 #[test]
-fn a_crash_after_the_send_is_recovered_by_lookup_after_the_claim() {
+fn a_crash_after_the_send_is_closed_by_one_lookup_without_waiting_out_the_claim() {
     let mut w = World::new(Tier::TWO, &definition(ALL, json!({})));
     assert!(w.call(2000, true).is_none());
     w.gate = Gate::new();
@@ -198,12 +198,64 @@ fn a_crash_after_the_send_is_recovered_by_lookup_after_the_claim() {
     let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
     let start = w.now;
     let first = w.s.recover(&mut w.gate, &mut w.j, w.now, &id).unwrap();
-    assert!(matches!(first, Next::Sleep { ms: 1001, .. }), "{first:?}");
+    assert!(!matches!(first, Next::Sleep { .. }), "{first:?}");
     let Some(Next::Done(o)) = w.drive(first, false) else {
         panic!()
     };
     assert_eq!((o.state, o.executed), (State::Committed, Executed::Yes));
+    assert_eq!(w.now, start, "the claim was not waited out");
+    assert_eq!(w.pay.refund_count(), 1);
+}
+
+#[test]
+fn a_crash_before_the_send_is_looked_up_then_waited_out_then_sent_once() {
+    let mut w = World::new(Tier::TWO, &definition(ALL, json!({})));
+    // The worker dies when asked to send, before calling the service.
+    let mut next =
+        w.s.call(
+            &mut w.gate,
+            &mut w.j,
+            w.now,
+            "refund",
+            &json!([ORDER, 2000]).to_string(),
+            "null",
+        )
+        .unwrap();
+    while let Next::Call(c) = &next {
+        if c.role == Role::Apply {
+            break;
+        }
+        let (id, a) = (c.id, w.perform(&c.clone()));
+        next = w.s.resume(&mut w.gate, &mut w.j, w.now, id, a).unwrap();
+    }
+    assert!(
+        matches!(&next, Next::Call(c) if c.role == Role::Apply),
+        "{next:?}"
+    );
+    w.gate = Gate::new();
+    w.s = EffectSession::new("refund-agent", None, ClaimWait::default());
+    w.s.define(&mut w.gate, &definition(ALL, json!({})))
+        .unwrap();
+    let id = w.gate.open_effects(&mut w.j).unwrap()[0].clone();
+    let start = w.now;
+    w.roles.clear();
+    let first = w.s.recover(&mut w.gate, &mut w.j, w.now, &id).unwrap();
+    let Some(Next::Done(o)) = w.drive(first, false) else {
+        panic!()
+    };
+    assert_eq!((o.state, o.executed), (State::Committed, Executed::Yes));
+    // Not found while the claim was live: waited out, asked again, then re-checked and sent.
     assert!(w.now > start + 1000);
+    assert_eq!(
+        w.roles,
+        [
+            Role::Lookup,
+            Role::Lookup,
+            Role::Allowed,
+            Role::Premises,
+            Role::Apply
+        ]
+    );
     assert_eq!(w.pay.refund_count(), 1);
 }
 

@@ -8,7 +8,7 @@ use super::Gate;
 use crate::canon::canonical;
 use crate::fields;
 use crate::journal::Journal;
-use crate::recovery::{decide, Action};
+use crate::recovery::{decide, Action, Claim};
 use crate::types::{Ask, Executed, GateError, Outcome, PremiseChange, Reason, State, Step};
 
 fn changes_json(changed: &[PremiseChange]) -> Value {
@@ -41,8 +41,8 @@ impl Gate {
         op: u64,
         mut ctx: Ctx,
     ) -> Result<Step, GateError> {
-        let action = decide(ctx.inputs(now_ms));
-        match action {
+        let inputs = ctx.inputs(now_ms);
+        match decide(inputs) {
             Action::Wait => Ok(done(op, open_outcome(&ctx, Reason::ClaimLive, now_ms))),
             Action::StayOpen => Ok(done(op, open_outcome(&ctx, Reason::ReadFailed, now_ms))),
             Action::Query => {
@@ -55,7 +55,9 @@ impl Gate {
                     op,
                     Op {
                         ctx,
-                        waiting: Waiting::Query,
+                        waiting: Waiting::Query {
+                            under_claim: inputs.claim == Claim::Live,
+                        },
                     },
                 );
                 Ok(Step { op, ask })

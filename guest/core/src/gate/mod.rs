@@ -354,7 +354,7 @@ impl Gate {
             (Some(CrashPoint::AfterSend), Waiting::Apply { .. }, false)
                 | (
                     Some(CrashPoint::InRecovery),
-                    Waiting::Apply { .. } | Waiting::Query,
+                    Waiting::Apply { .. } | Waiting::Query { .. },
                     true
                 )
         );
@@ -368,7 +368,7 @@ impl Gate {
             Waiting::Capture => "captured or failed",
             Waiting::Authorize => "allowed or failed",
             Waiting::Apply { .. } => "applied, rejected or unknown",
-            Waiting::Query => "found, not-found or failed",
+            Waiting::Query { .. } => "found, not-found or failed",
         };
         let unexpected = |ctx, waiting, this: &mut Gate, reply: &Reply| {
             this.ops.insert(op, Op { ctx, waiting });
@@ -471,7 +471,7 @@ impl Gate {
                     open_outcome(&ctx, Reason::TargetUnavailable, now_ms),
                 ))
             }
-            (Waiting::Query, Reply::Found(text)) => {
+            (Waiting::Query { .. }, Reply::Found(text)) => {
                 match parse_json(&text) {
                     Ok(v) => ctx.found = Some(canonical(&v)),
                     Err(e) => {
@@ -482,11 +482,15 @@ impl Gate {
                 ctx.lookup = Lookup::Found;
                 self.advance(j, now_ms, op, ctx)
             }
-            (Waiting::Query, Reply::NotFound) => {
-                ctx.lookup = Lookup::NotFound;
+            (Waiting::Query { under_claim }, Reply::NotFound) => {
+                ctx.lookup = if under_claim {
+                    Lookup::NotFoundUnderClaim
+                } else {
+                    Lookup::NotFound
+                };
                 self.advance(j, now_ms, op, ctx)
             }
-            (Waiting::Query, Reply::Failed(_)) => {
+            (Waiting::Query { .. }, Reply::Failed(_)) => {
                 ctx.lookup = Lookup::Failed;
                 self.advance(j, now_ms, op, ctx)
             }

@@ -48,8 +48,13 @@ impl Refusal {
 pub(super) enum Waiting {
     Capture,
     Authorize,
-    Apply { attempt: u32 },
-    Query,
+    Apply {
+        attempt: u32,
+    },
+    /// `under_claim`: asked while a claim was live, so a "not found" proves nothing.
+    Query {
+        under_claim: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
