@@ -18,18 +18,17 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "hosts" / "python" / "tests"))
 
-from stripe_support import charge, localstripe_server  # noqa: E402
+from interlock import Interlock
+from interlock.stripe import client, perform, refunds
+from stripe_support import charge, localstripe_server
 
-from interlock import Interlock  # noqa: E402
-from interlock.stripe import client, perform, refunds  # noqa: E402
 
-
-def summary(xs: List[float]) -> Dict[str, float]:
+def summary(xs: list[float]) -> dict[str, float]:
     xs = sorted(xs)
     return {"median_ms": round(statistics.median(xs), 2), "p90_ms": round(xs[int(len(xs) * 0.9)], 2)}
 
@@ -44,8 +43,8 @@ def main() -> None:
         sdk = client("sk_test_bench", base_url=url, timeout_ms=10_000)
         gate = Interlock(work / "journal")
         gate.lease("bench", 3600)
-        sdk_ms: List[float] = []
-        calls: List[str] = []
+        sdk_ms: list[float] = []
+        calls: list[str] = []
 
         def timed(call: Any) -> Any:
             t = time.perf_counter()

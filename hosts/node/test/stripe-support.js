@@ -5,21 +5,10 @@ import { spawn } from 'node:child_process';
 import http from 'node:http';
 import net from 'node:net';
 import Stripe from 'stripe';
+import { freePort } from './fixtures/mcp/harness.js';
 
 /** The Python that has localstripe (hosts/node/test.sh sets it), if any. */
 export const LOCALSTRIPE_PYTHON = process.env.INTERLOCK_LOCALSTRIPE_PYTHON;
-
-/** @returns {Promise<number>} */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = /** @type {net.AddressInfo} */ (s.address());
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** localstripe on a free port, from scratch: `{ url, port, stop }`. */
 export async function startLocalstripe() {
@@ -90,6 +79,7 @@ export async function startProxy(upstreamPort, { delayMs = 2500 } = {}) {
         res.end(data);
       };
       if (mode === '500-before') return answer(500, '{"error": {"type": "api_error", "message": "from the proxy"}}');
+      if (mode === '429-before') return answer(429, '{"error": {"type": "invalid_request_error", "code": "rate_limit", "message": "from the proxy"}}');
       const headers = { ...req.headers };
       delete headers.host;
       const up = http.request({ host: '127.0.0.1', port: upstreamPort, method: req.method, path: req.url, headers }, (r) => {

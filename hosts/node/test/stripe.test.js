@@ -115,7 +115,7 @@ test('fault 3 of the original: the approval is revoked during the outage; nothin
 });
 
 for (const [mode, via] of [['500-after', 'recovery-query'], ['garbage-after', 'recovery-query'], ['delay-after', 'recovery-query'],
-  ['drop-after', 'recovery-query'], ['500-before', 'recovery-retry']]) {
+  ['drop-after', 'recovery-query'], ['500-before', 'recovery-retry'], ['429-before', 'recovery-retry']]) {
   test(`a bad answer (${mode}) is unknown, never guessed: settled by the lookup, one refund`, { skip }, async () => {
     const s = await shop();
     const ch = await charge(direct, 10_000);
