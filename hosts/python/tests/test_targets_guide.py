@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 import pytest
 import stripe
@@ -87,7 +87,9 @@ def test_write_your_own_target(base_url: str, tmp_path: Path) -> None:
 
 def snippets(path: Path) -> Dict[str, str]:
     """Each ``guide: NAME`` region of a file, dedented."""
-    out, name, lines = {}, None, []
+    out: Dict[str, str] = {}
+    name: Optional[str] = None
+    lines: List[str] = []
     for line in path.read_text().splitlines():
         marker = re.search(r"(#|//) guide: ([\w-]+)\s*$", line)
         if marker and marker.group(2) == "end":
