@@ -97,7 +97,7 @@ if binary.exists():
     o = next(f for f in rust["figures"] if f["id"] == "overhead.component_vs_native")
     wasmtime_us = float(o["detail"].split("component ")[1].split(" µs")[0])
     fig("python.vs_wasmtime", "Python submit / wasmtime (Rust) submit (same component, in-memory journals)",
-        py_us / wasmtime_us, "x", f"Python {py_us:.1f} µs, wasmtime {wasmtime_us:.1f} µs")
+        py_us / wasmtime_us, "x", f"Python {py_us:.1f} µs, wasmtime {wasmtime_us:.1f} µs", "<= 3x", py_us / wasmtime_us <= 3)
 else:
     print(f"no {binary}: cargo build --release -p interlock-bench for the ratio", file=sys.stderr)
 
@@ -137,8 +137,8 @@ with tempfile.TemporaryDirectory(dir=cache) as d:
         f"{fj.fsyncs - fs0} for {count}", "= 1", per_effect == 1)
     ratio = statistics.median(g) / statistics.median(w)
     fig("python.submit_vs_raw_fsync", "Python: submit on the file journal / one raw write+fdatasync of the same bytes",
-        ratio, "x", f"median submit {statistics.median(g) * 1e6:.0f} µs, raw {statistics.median(w) * 1e6:.0f} µs",
-        "<= 1.3x", ratio <= 1.3)
+        ratio, "x", f"median submit {statistics.median(g) * 1e6:.0f} µs, raw {statistics.median(w) * 1e6:.0f} µs, {count} interleaved",
+        "<= 1.5x", ratio <= 1.5)
     fj.close()
 
 OUT.parent.mkdir(parents=True, exist_ok=True)

@@ -141,7 +141,7 @@ pub fn send_path(cfg: &Config) -> Result<Vec<Figure>> {
             ratio,
             "x",
         )
-        .goal("<= 1.3x (+ the target's own time, 0 here)", ratio <= 1.3)
+        .goal("<= 1.2x (+ the target's own time, 0 here)", ratio <= 1.2)
         .detail(format!(
             "median submit {:.0} µs (p90 {:.0}), median raw {:.0} µs (p90 {:.0}), {} bytes/effect, {n} samples interleaved",
             us(g),
@@ -222,14 +222,29 @@ pub fn overhead(cfg: &Config) -> Result<Vec<Figure>> {
         }
     });
     let id_ratio = wasm_id.as_secs_f64() / nat_id.as_secs_f64();
+    let spread = |xs: &[Duration]| {
+        let (lo, hi) = (xs[0], xs[xs.len() - 1]); // sorted by `median`
+        format!("{:.1}-{:.1} µs", us(lo), us(hi))
+    };
     Ok(vec![
+        Figure::new(
+            "overhead.native_submit",
+            "submit with an in-memory journal: the core built natively (the file journal over files in memory)",
+            us(n),
+            "µs",
+        )
+        .goal("<= 30 µs (41 µs on 11-29, 69 µs at 8c80d3d)", us(n) <= 30.0)
+        .detail(format!(
+            "median of {rounds} rounds x {per_round} submits, rounds {}; instructions per submit: `valgrind --tool=callgrind` (results/bench-notes.md)",
+            spread(&nat)
+        )),
         Figure::new(
             "overhead.component_vs_native",
             "submit with an in-memory journal: component in wasmtime / the core built natively",
             ratio,
             "x",
         )
-        .goal("<= 1.3x", ratio <= 1.3)
+        .goal("<= 1.1x", ratio <= 1.1)
         .detail(format!(
             "median of {rounds} rounds x {per_round} submits: component {:.1} µs, native {:.1} µs per submit (3 gate calls, 4 journal imports each)",
             us(w),
@@ -253,8 +268,9 @@ pub fn overhead(cfg: &Config) -> Result<Vec<Figure>> {
 /// instance each) on one file journal with group commit.
 pub fn concurrency(cfg: &Config) -> Result<Vec<Figure>> {
     let run_for = Duration::from_millis(cfg.pick(150, 3000));
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut figures = Vec::new();
-    let mut serial = 0.0;
+    let (mut serial, mut serial_cpu) = (0.0, Duration::ZERO);
     for in_flight in [1usize, 8, 64] {
         let tmp = cfg.tempdir()?;
         let shared = StdFiles::at(&tmp.path().join("journal"))?;
@@ -268,10 +284,13 @@ pub fn concurrency(cfg: &Config) -> Result<Vec<Figure>> {
             hosts.push(h);
         }
         let fs0 = shared.fsyncs();
+        let cpu0 = cpu_time();
         let (total, elapsed) = submit_for(hosts, run_for)?;
+        let cpu_per_effect = (cpu_time() - cpu0) / total.max(1) as u32;
         let rate = total as f64 / elapsed.as_secs_f64();
         if in_flight == 1 {
             serial = rate;
+            serial_cpu = cpu_per_effect;
         }
         let fsyncs = shared.fsyncs() - fs0;
         let speedup = rate / serial;
@@ -286,20 +305,36 @@ pub fn concurrency(cfg: &Config) -> Result<Vec<Figure>> {
             "effects/s",
         )
         .detail(format!(
-            "{total} effects in {:.2} s, {:.2} fdatasync/effect, {speedup:.1}x serial",
+            "{total} effects in {:.2} s, {:.2} fdatasync/effect, {speedup:.1}x serial, {:.0} µs CPU/effect",
             elapsed.as_secs_f64(),
-            fsyncs as f64 / total.max(1) as f64
+            fsyncs as f64 / total.max(1) as f64,
+            us(cpu_per_effect)
         ));
         if in_flight == 64 {
+            // The CPU bound: every core busy with effects at the CPU one effect costs when
+            // it runs alone (serial: no contention, its fsync waits not counted as CPU).
+            let bound = cores as f64 / serial_cpu.as_secs_f64();
+            let share = rate / bound;
             figures.push(
                 Figure::new(
-                    "concurrency.speedup_64",
-                    "effects/s at 64 in flight / at 1 in flight",
-                    speedup,
+                    "concurrency.vs_cpu_bound",
+                    "effects/s at 64 in flight / the CPU bound (cores / CPU time per effect, serial)",
+                    share,
                     "x",
                 )
-                .goal(">= 20x", speedup >= 20.0),
+                .goal(">= 0.8x", share >= 0.8)
+                .detail(format!(
+                    "{rate:.0} effects/s against {bound:.0}/s ({cores} cores, {:.0} µs CPU per effect at 1 in flight; {:.0} µs at 64)",
+                    us(serial_cpu),
+                    us(cpu_per_effect)
+                )),
             );
+            figures.push(Figure::new(
+                "concurrency.speedup_64",
+                "effects/s at 64 in flight / at 1 in flight",
+                speedup,
+                "x",
+            ));
         }
         figures.push(f);
     }
@@ -373,19 +408,22 @@ pub fn size(cfg: &Config) -> Result<Vec<Figure>> {
         .ok()
         .filter(|o| o.status.success())
         .map(|o| o.stdout.len() as f64);
-    let mut figures = vec![Figure::new(
-        "size.raw",
-        "dist/interlock_gate.wasm",
-        raw as f64 / 1024.0,
-        "KiB",
-    )];
+    // Issue 28's goals, for the component of the hosts that do not serve HTTP.
+    let kib = raw as f64 / 1024.0;
+    let mut figures = vec![
+        Figure::new("size.raw", "dist/interlock_gate.wasm", kib, "KiB")
+            .goal("<= 300 KiB", kib <= 300.0),
+    ];
     match gz {
-        Some(gz) => figures.push(Figure::new(
-            "size.gzip",
-            "dist/interlock_gate.wasm, gzip -9",
-            gz / 1024.0,
-            "KiB",
-        )),
+        Some(gz) => figures.push(
+            Figure::new(
+                "size.gzip",
+                "dist/interlock_gate.wasm, gzip -9",
+                gz / 1024.0,
+                "KiB",
+            )
+            .goal("<= 100 KiB", gz / 1024.0 <= 100.0),
+        ),
         None => figures.push(
             Figure::new(
                 "size.gzip",
@@ -662,7 +700,7 @@ pub fn crash(cfg: &Config) -> Result<Vec<Figure>> {
         ms(t),
         "ms",
     )
-    .goal("the 1000 ms claim + <= 100 ms (original: 43 s median)", overhead <= 100.0)
+    .goal("<= 50 ms: a restart and one lookup (original: 43 s median)", ms(t) <= 50.0)
     .detail(format!(
         "median of {runs}; {overhead:.1} ms over the claim (restart, the gate's wait answer, query, COMMITTED)"
     ))])

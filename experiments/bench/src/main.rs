@@ -6,10 +6,13 @@
 //! cargo run -p interlock-bench -- --quick                # CI: every benchmark still runs
 //! ```
 //! The Node and Python figures come from experiments/bench/node and experiments/bench/python,
-//! which write results/bench-node.json and bench-python.json; this binary folds them in.
+//! which write results/bench-node.json and bench-python.json; the full run starts both
+//! (group `hosts`) and folds them in, and runs the long simulation's binary for two minutes
+//! (group `simulation`), so one command writes every row.
 
 mod benches;
 mod common;
+mod hosts;
 mod report;
 mod shared;
 
@@ -29,6 +32,8 @@ const GROUPS: &[&str] = &[
     "size",
     "recover",
     "crash",
+    "simulation",
+    "hosts",
 ];
 
 struct Args {
@@ -150,6 +155,8 @@ fn run() -> Result<()> {
             "size" => benches::size(&cfg),
             "recover" => benches::recovery(&cfg),
             "crash" => benches::crash(&cfg),
+            "simulation" => hosts::simulation(&cfg, &root),
+            "hosts" => hosts::node_and_python(&cfg, &root),
             _ => unreachable!(),
         }
         .with_context(|| format!("benchmark group {group}"))?;

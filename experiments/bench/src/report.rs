@@ -65,6 +65,9 @@ fn value(f: &Figure) -> String {
 }
 
 pub struct Machine {
+    /// The load average when the run began (the machine is shared: figures are ratios
+    /// taken in one run because of it).
+    pub load: String,
     pub nproc: usize,
     pub cpu: String,
     pub disk: String,
@@ -90,7 +93,12 @@ impl Machine {
             .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| "unknown".into());
+        let load = std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+            .unwrap_or_else(|| "unknown".into());
         Machine {
+            load,
             nproc: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu,
             disk,
@@ -106,7 +114,7 @@ impl Machine {
 pub fn json(figures: &[Figure], machine: &Machine, quick: bool) -> Value {
     json!({
         "mode": if quick { "quick" } else { "full" },
-        "machine": {"nproc": machine.nproc, "cpu": machine.cpu, "disk": machine.disk, "profile": machine.profile},
+        "machine": {"nproc": machine.nproc, "cpu": machine.cpu, "disk": machine.disk, "profile": machine.profile, "load": machine.load},
         "figures": figures.iter().map(|f| json!({
             "id": f.id, "what": f.what,
             "value": if f.value.is_nan() { Value::Null } else { json!(f.value) },
@@ -132,8 +140,8 @@ pub fn markdown(figures: &[Figure], machine: &Machine, quick: bool, notes: &str)
     );
     let _ = writeln!(
         md,
-        "Machine: {} CPUs ({}), disk `{}`, build {}.\n",
-        machine.nproc, machine.cpu, machine.disk, machine.profile
+        "Machine: {} CPUs ({}), disk `{}`, build {}, load average {} at the start.\n",
+        machine.nproc, machine.cpu, machine.disk, machine.profile, machine.load
     );
     let _ = writeln!(
         md,
@@ -194,6 +202,7 @@ pub fn foreign(results: &Path) -> Result<Vec<Figure>> {
                 "ms" => "ms",
                 "µs" | "us" => "µs",
                 "effects/s" => "effects/s",
+                "seeds/s" => "seeds/s",
                 "KiB" => "KiB",
                 _ => "",
             };

@@ -6,16 +6,43 @@
 //! receipt's signature (tests/outside/ does it in Python and JavaScript).
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::fmt::Write as _;
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
 /// RFC 8785: no whitespace, object members sorted by the UTF-16 code units of their names,
 /// strings escaped as ECMAScript's JSON.stringify does, numbers as ECMAScript's
 /// Number.prototype.toString.
 pub fn canonical(v: &Value) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(256);
     write_value(&mut out, v);
+    out
+}
+
+/// The canonical text of the object `map` less its member `name` (a top-level entry's
+/// `hash`, which covers the rest), and the byte offset in that text where the member goes
+/// back ([`with_member`]): one pass of the writer serves the hash and the stored line.
+pub fn canonical_without(map: &Map<String, Value>, name: &str) -> (String, usize) {
+    let mut out = String::with_capacity(256);
+    let at = write_object(&mut out, map, Some(name)).unwrap_or(out.len() - 1);
+    (out, at)
+}
+
+/// The member `"name":value` put back into `text` at `at` (from [`canonical_without`]):
+/// the canonical text of the whole object.
+pub fn with_member(text: &str, at: usize, name: &str, value: &Value) -> String {
+    let (head, tail) = text.split_at(at);
+    let mut out = String::with_capacity(text.len() + name.len() + 80);
+    out.push_str(head);
+    if head.len() > 1 && tail == "}" {
+        out.push(',');
+    }
+    write_string(&mut out, name);
+    out.push(':');
+    write_value(&mut out, value);
+    if tail != "}" {
+        out.push(',');
+    }
+    out.push_str(tail);
     out
 }
 
@@ -37,23 +64,68 @@ fn write_value(out: &mut String, v: &Value) {
             out.push(']');
         }
         Value::Object(map) => {
-            // serde_json's map iterates in UTF-8 byte order, which differs from UTF-16
-            // order only between a character above U+FFFF and one in U+E000..U+FFFF; the
-            // sort is stable and near-free on input that is already in order.
-            let mut members: Vec<(&String, &Value)> = map.iter().collect();
-            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.push('{');
-            for (i, (k, v)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(out, k);
-                out.push(':');
-                write_value(out, v);
-            }
-            out.push('}');
+            write_object(out, map, None);
         }
     }
+}
+
+/// Writes `map` in canonical order, less its member `skip`; answers where `skip` would
+/// have been written (the offset of the first member sorting after it), if before `}`.
+fn write_object(out: &mut String, map: &Map<String, Value>, skip: Option<&str>) -> Option<usize> {
+    let utf16 = |a: &str, b: &str| a.encode_utf16().cmp(b.encode_utf16());
+    let mut slot = None;
+    let mut first = true;
+    let mut member = |out: &mut String, k: &String, v: &Value| {
+        if let Some(skip) = skip {
+            if k == skip {
+                return;
+            }
+            if slot.is_none() && utf16(k, skip).is_gt() {
+                if !first {
+                    out.push(',');
+                }
+                slot = Some(out.len());
+                first = true;
+            }
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        write_string(out, k);
+        out.push(':');
+        write_value(out, v);
+    };
+    out.push('{');
+    if in_utf16_order(map) {
+        for (k, v) in map {
+            member(out, k, v);
+        }
+    } else {
+        let mut members: Vec<(&String, &Value)> = map.iter().collect();
+        members.sort_by(|a, b| utf16(a.0, b.0));
+        for (k, v) in members {
+            member(out, k, v);
+        }
+    }
+    out.push('}');
+    slot
+}
+
+/// Whether `map` iterates in the UTF-16 order of its names already. serde_json's map
+/// iterates in UTF-8 byte order (code point order), which differs from UTF-16 order only
+/// between a character above U+FFFF and one in U+E000..U+FFFF (UTF-8 lead bytes 0xEE and
+/// up); with no such byte in any name, or names out of byte order (a map that keeps
+/// insertion order), the members are sorted instead.
+fn in_utf16_order(map: &Map<String, Value>) -> bool {
+    let mut prev: Option<&str> = None;
+    for k in map.keys() {
+        if k.bytes().any(|b| b >= 0xEE) || prev.is_some_and(|p| p >= k.as_str()) {
+            return false;
+        }
+        prev = Some(k);
+    }
+    true
 }
 
 /// Integers are written exactly. Within 2^53 (all the core accepts in decision inputs)
@@ -61,37 +133,73 @@ fn write_value(out: &mut String, v: &Value) {
 /// would silently change a recorded value, so such an integer is kept as given.
 fn write_number(out: &mut String, n: &Number) {
     if let Some(u) = n.as_u64() {
-        let _ = write!(out, "{u}");
+        write_u64(out, u);
     } else if let Some(i) = n.as_i64() {
-        let _ = write!(out, "{i}");
+        out.push('-');
+        write_u64(out, i.unsigned_abs());
     } else if let Some(f) = n.as_f64() {
         // A serde_json number is always finite, so ECMAScript's NaN and Infinity cannot occur.
         out.push_str(ryu_js::Buffer::new().format_finite(f));
     }
 }
 
-fn write_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if c < ' ' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+fn write_u64(out: &mut String, mut u: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
         }
     }
+    out.push_str(core::str::from_utf8(&digits[at..]).expect("ASCII digits"));
+}
+
+/// As JSON.stringify: `"` and `\` escaped, the control characters below U+0020 by their
+/// short escapes or `\u00xx`, everything else (U+2028 and U+2029 included) as it is. The
+/// runs between escapes are copied whole.
+fn write_string(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
+    out.push('"');
+    let mut run = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        run = i + 1;
+        if short.is_empty() {
+            const HEX: &[u8; 16] = b"0123456789abcdef";
+            out.push_str("\\u00");
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        } else {
+            out.push_str(short);
+        }
+    }
+    out.push_str(&s[run..]);
     out.push('"');
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = Sha256::digest(bytes);
+    let mut out = String::with_capacity(2 * digest.len());
+    for b in digest {
+        out.push(char::from(HEX[usize::from(b >> 4)]));
+        out.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// Effect ids are 128 bits: at a billion effects the chance of any collision is about
@@ -244,6 +352,43 @@ mod tests {
             )),
             "\"\\u0000\\b\\t\\n\\u000b\\f\\r\\u001f \\\"\\\\/\u{7f}\u{2028}é😀\""
         );
+    }
+
+    /// One pass of the writer without a member, the member put back: the whole object's
+    /// canonical text, wherever the member sorts (first, between, last, alone), and with
+    /// names that need the UTF-16 sort.
+    #[test]
+    fn a_member_put_back_is_the_canonical_text_of_the_whole() {
+        let names = [
+            "a",
+            "hash",
+            "hasg",
+            "hasi",
+            "zz",
+            "",
+            "\u{e000}",
+            "\u{10000}",
+            "h\"x",
+        ];
+        for mask in 0u32..(1 << names.len()) {
+            let mut m = Map::new();
+            for (i, n) in names.iter().enumerate() {
+                if mask & (1 << i) != 0 {
+                    m.insert((*n).into(), json!({"k": i, "s": "\u{1}\\"}));
+                }
+            }
+            let value = json!("0123abcd");
+            let (without, at) = canonical_without(&m, "hash");
+            let mut whole = m.clone();
+            whole.remove("hash");
+            assert_eq!(without, canonical(&Value::Object(whole.clone())));
+            whole.insert("hash".into(), value.clone());
+            assert_eq!(
+                with_member(&without, at, "hash", &value),
+                canonical(&Value::Object(whole)),
+                "mask {mask:#b}"
+            );
+        }
     }
 
     /// A stored line must re-read as exactly itself (entry.rs refuses any other text), so

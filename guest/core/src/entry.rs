@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
 use crate::authority::Mark;
-use crate::canon::{canonical, sha256_hex};
+use crate::canon::{canonical_without, sha256_hex, with_member};
 use alloc::sync::Arc;
 
 use crate::journal::{Journal, JournalError};
@@ -41,10 +41,13 @@ impl Spelled for State {
     }
 }
 
-pub fn hash_of(obj: &Map<String, Value>) -> String {
-    let mut without = obj.clone();
-    without.remove("hash");
-    sha256_hex(canonical(&Value::Object(without)).as_bytes())
+/// An entry's fields (all but `hash`) sealed: its hash, and its stored line (its canonical
+/// text with `hash`), from one pass of the canonical writer and one SHA-256.
+fn seal(obj: &Map<String, Value>) -> (String, String) {
+    let (without, at) = canonical_without(obj, "hash");
+    let hash = sha256_hex(without.as_bytes());
+    let line = with_member(&without, at, "hash", &Value::String(hash.clone()));
+    (hash, line)
 }
 
 impl Stream {
@@ -108,14 +111,16 @@ impl Stream {
             ));
         }
         // The line must be the canonical form of what it says, or an edit that parses to
-        // the same value (an escape spelled another way) would slip past the hash.
-        if canonical(&Value::Object(obj.clone())) != line {
+        // the same value (an escape spelled another way) would slip past the hash. The text
+        // without `hash` is written once, for both checks.
+        let (without, at) = canonical_without(&obj, "hash");
+        if with_member(&without, at, "hash", &Value::String(hash.into())) != line {
             return Err(problem(
                 ProblemKind::HashMismatch,
                 format!("{state} entry was edited: it is not in canonical form"),
             ));
         }
-        if hash != hash_of(&obj) {
+        if hash != sha256_hex(without.as_bytes()) {
             return Err(problem(
                 ProblemKind::HashMismatch,
                 format!("{state} entry was edited: its content does not match its hash"),
@@ -236,9 +241,9 @@ impl Stream {
             obj.insert("state".into(), state.spelling().into());
             obj.insert("at_ms".into(), at_ms.into());
             obj.insert("prev".into(), head.clone().into());
-            let hash = hash_of(&obj);
+            let (hash, line) = seal(&obj);
             obj.insert("hash".into(), hash.clone().into());
-            texts.push(canonical(&Value::Object(obj.clone())));
+            texts.push(line);
             sealed.push(obj);
             head = hash;
         }

@@ -4,6 +4,7 @@ use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt::Write as _;
 use serde_json::{Map, Value};
 
 use crate::canon::{canonical, effect_id_for, is_effect_id, sha256_hex};
@@ -105,7 +106,7 @@ pub(crate) fn check_safe_numbers(v: &Value, at: &mut String) -> Result<(), GateE
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 let len = at.len();
-                at.push_str(&format!("/{i}"));
+                let _ = write!(at, "/{i}");
                 check_safe_numbers(item, at)?;
                 at.truncate(len);
             }
@@ -115,7 +116,13 @@ pub(crate) fn check_safe_numbers(v: &Value, at: &mut String) -> Result<(), GateE
                 let len = at.len();
                 // JSON pointer escaping (RFC 6901).
                 at.push('/');
-                at.push_str(&k.replace('~', "~0").replace('/', "~1"));
+                for c in k.chars() {
+                    match c {
+                        '~' => at.push_str("~0"),
+                        '/' => at.push_str("~1"),
+                        c => at.push(c),
+                    }
+                }
                 check_safe_numbers(item, at)?;
                 at.truncate(len);
             }

@@ -24,12 +24,27 @@ pub fn field_err(field: &str, problem: impl Into<String>) -> GateError {
 
 /// `parent` + `/key`, the key escaped as RFC 6901 says (`~` as `~0`, `/` as `~1`).
 pub fn pointer(parent: &str, key: &str) -> String {
-    format!("{parent}/{}", key.replace('~', "~0").replace('/', "~1"))
+    let mut at = String::with_capacity(parent.len() + key.len() + 1);
+    at.push_str(parent);
+    at.push('/');
+    for c in key.chars() {
+        match c {
+            '~' => at.push_str("~0"),
+            '/' => at.push_str("~1"),
+            c => at.push(c),
+        }
+    }
+    at
+}
+
+/// Whether `s` is a name: 1 to 256 bytes, no control characters.
+fn is_name(s: &str) -> bool {
+    !(s.is_empty() || s.len() > MAX_NAME_BYTES || s.chars().any(char::is_control))
 }
 
 /// A name: 1 to 256 bytes, no control characters.
 pub fn check_name(s: &str, field: &str) -> Result<(), GateError> {
-    if s.is_empty() || s.len() > MAX_NAME_BYTES || s.chars().any(char::is_control) {
+    if !is_name(s) {
         return Err(field_err(
             field,
             format!("must be a name of 1 to {MAX_NAME_BYTES} bytes with no control characters"),
@@ -98,13 +113,13 @@ impl<'v, 'a> Obj<'v, 'a> {
 
     /// A required name (see [`check_name`]).
     pub fn name(&self, k: &str, what: &str) -> Result<String, GateError> {
-        let at = self.at(k);
         match self.required(k, what)? {
-            Value::String(s) => {
-                check_name(s, &at)?;
-                Ok(s.clone())
-            }
-            v => Err(field_err(&at, format!("must be a string, not {}", kind(v)))),
+            Value::String(s) if is_name(s) => Ok(s.clone()),
+            Value::String(s) => check_name(s, &self.at(k)).map(|()| s.clone()),
+            v => Err(field_err(
+                &self.at(k),
+                format!("must be a string, not {}", kind(v)),
+            )),
         }
     }
 

@@ -9,6 +9,11 @@ use std::time::{Duration, Instant};
 
 use interlock_simulation::{run_seed, KNOWN_CORE_BUGS};
 
+/// The seeds allocate and free a JSON tree per entry read: with glibc's malloc, a third of a
+/// run's time (perf, 2 threads); mimalloc's per-thread heaps make it a few percent.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// What the runs found, with the seeds to replay: kept by hand in src/findings.md and
 /// appended to the figures each run writes.
 const FINDINGS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/src/findings.md");

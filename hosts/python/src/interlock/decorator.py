@@ -532,7 +532,8 @@ class Interlock:
             if spec.is_async:
                 @functools.wraps(f)
                 async def run_async(*args: Any, **kwargs: Any) -> Outcome:
-                    return self._outcome(await self._arun(spec.start("call", args, kwargs), drafting=True))
+                    first = await self.host().off_loop(spec.start, "call", args, kwargs)
+                    return self._outcome(await self._arun(first, drafting=True))
 
                 run = run_async
             else:
@@ -636,7 +637,8 @@ class Interlock:
         """:meth:`submit` for ``async def`` effects (and async premises/allowed/lookup)."""
         host = self._crashing(crash_after_effect, crash_before_effect)
         try:
-            return self._outcome(await self._arun(host._call("effects.submit", self._text(proposal))))
+            first = await host.off_loop(host._call, "effects.submit", self._text(proposal))
+            return self._outcome(await self._arun(first))
         finally:
             if (crash_after_effect or crash_before_effect) and not host.broken:
                 host.crash_at(None)
@@ -649,7 +651,9 @@ class Interlock:
     async def arecover_effect(self, effect_id: str,
                               sleep: Optional[Callable[[int], Awaitable[None]]] = None) -> Outcome:
         """The awaitable :meth:`recover_effect`."""
-        return self._outcome(await self._arun(self.host()._call("effects.recover", effect_id), sleep=sleep))
+        host = self.host()
+        first = await host.off_loop(host._call, "effects.recover", effect_id)
+        return self._outcome(await self._arun(first, sleep=sleep))
 
     def _recovering(self, claim_wait: Optional[Union[bool, ClaimWait]]) -> Tuple[GateHost, bool]:
         host = self.host()

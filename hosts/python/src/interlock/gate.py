@@ -8,6 +8,7 @@ written here would drift from the other hosts: it would be a bug.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import gc
 import hashlib
@@ -31,6 +32,7 @@ from typing import (
     Protocol,
     Sequence,
     Tuple,
+    TypeVar,
     Union,
     cast,
 )
@@ -42,6 +44,8 @@ from wasmtime.component import Component, Linker, Record, Variant
 from . import _wasmtime_carry
 from .errors import GateTrap, InterlockError, SimulatedCrash, gate_error
 from .journal import Storage, StorageError, journal_error
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     from .decorator import Receipt
@@ -826,26 +830,40 @@ class GateHost:
         except StopIteration as stop:
             return stop.value
 
+    async def off_loop(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)``, a call into the gate, in a worker thread when the journal's storage
+        blocks (a file's fdatasync, a database's commit), so the event loop never waits on
+        a disk; at once over memory. The instance's lock still admits one call at a time."""
+        storage = self.journal.journal
+        if storage is None or not getattr(storage, "blocking", True):
+            return fn(*args)
+        return await asyncio.to_thread(fn, *args)
+
     async def adrive(self, first: Any, targets: Targets) -> Outcome:
+        """:meth:`drive` for async targets. Every gate call runs :meth:`off_loop`, and so
+        does a target's step function that is not a coroutine function (sync I/O)."""
         gen = self._steps(first)
-        try:
-            op, req = next(gen)
-            while True:
-                if isinstance(req, Request):
-                    answer = self._perform(op, req, targets)
-                    if inspect.isawaitable(answer):
-                        try:
-                            answer = await answer
-                        except BaseException:
-                            self._cancel_quietly(op)
-                            raise
-                    reply = self._reply(op, req, answer)
+        done, got = await self.off_loop(advance, gen, None)
+        while not done:
+            op, req = got
+            if isinstance(req, Request):
+                fn = getattr(targets, req.kind, None)
+                if fn is not None and not inspect.iscoroutinefunction(fn):
+                    answer = await asyncio.to_thread(self._perform, op, req, targets)
                 else:
-                    await self.clock.asleep(req)
-                    reply = Variant("slept")
-                op, req = gen.send(reply)
-        except StopIteration as stop:
-            return stop.value
+                    answer = self._perform(op, req, targets)
+                if inspect.isawaitable(answer):
+                    try:
+                        answer = await answer
+                    except BaseException:
+                        self._cancel_quietly(op)
+                        raise
+                reply = self._reply(op, req, answer)
+            else:
+                await self.clock.asleep(req)
+                reply = Variant("slept")
+            done, got = await self.off_loop(advance, gen, reply)
+        return cast(Outcome, got)
 
     def _reply(self, op: int, req: Request, reply: object) -> Variant:
         """``reply`` if it is one. Anything else is the target's bug, not the gate's: the
@@ -884,7 +902,7 @@ class GateHost:
 
     async def asubmit(self, proposal: str, targets: Targets) -> Outcome:
         self.route(targets)
-        return await self.adrive(self.submit_step(proposal), targets)
+        return await self.adrive(await self.off_loop(self.submit_step, proposal), targets)
 
     def recover(self, effect_id: str, targets: Targets, claim_wait: Any = True) -> Outcome:
         """Recovers one effect by the gate's recovery table, waiting out another worker's
@@ -894,7 +912,7 @@ class GateHost:
 
     async def arecover(self, effect_id: str, targets: Targets, claim_wait: Any = True) -> Outcome:
         self.route(targets)
-        return await self.adrive(self.recover_step(effect_id, claim_wait), targets)
+        return await self.adrive(await self.off_loop(self.recover_step, effect_id, claim_wait), targets)
 
 
 def _per_effect(host: GateHost, e: Exception) -> Exception:
@@ -1003,23 +1021,32 @@ def run_machine(host: GateHost, iface: str, first: Any, perform: Callable[[Any],
 
 async def arun_machine(host: GateHost, iface: str, first: Any, perform: Callable[[Any], Awaitable[Variant]],
                        sleep: Optional[Callable[[int], Awaitable[None]]] = None) -> Variant:
-    """:func:`run_machine` with an async ``perform`` and ``sleep``."""
+    """:func:`run_machine` with an async ``perform`` and ``sleep``; the gate calls run
+    :meth:`GateHost.off_loop` (a journal's fsync never blocks the event loop)."""
     gen = machine_steps(host, iface, first)
+    done, got = await host.off_loop(advance, gen, None)
+    while not done:
+        op, what = got
+        try:
+            if isinstance(what, int):
+                await (sleep or host.clock.asleep)(what)
+                answer = SLEPT
+            else:
+                answer = await perform(what)
+        except BaseException:
+            _cancel(host, iface, op)
+            raise
+        done, got = await host.off_loop(advance, gen, answer)
+    return cast(Variant, got)
+
+
+def advance(gen: Generator[Any, Any, Any], value: Any) -> Tuple[bool, Any]:
+    """One step of a step generator: ``(False, what it yielded)`` or ``(True, what it
+    returned)``. A StopIteration cannot cross a thread's future, so it ends here."""
     try:
-        op, what = next(gen)
-        while True:
-            try:
-                if isinstance(what, int):
-                    await (sleep or host.clock.asleep)(what)
-                    answer = SLEPT
-                else:
-                    answer = await perform(what)
-            except BaseException:
-                _cancel(host, iface, op)
-                raise
-            op, what = gen.send(answer)
+        return False, gen.send(value)
     except StopIteration as stop:
-        return cast(Variant, stop.value)
+        return True, stop.value
 
 
 def _cancel(host: GateHost, iface: str, op: int) -> None:

@@ -124,6 +124,9 @@ class Storage:
     backend = "file"
     name = "journal"
     commits = durable_commits = 0
+    #: Its calls wait on a disk or a database (an fsync, a commit): the async APIs make
+    #: gate calls over it in a worker thread, never on the event loop.
+    blocking = True
 
     def _no_files(self, *args: Any, **kwargs: Any) -> Any:
         raise StorageError("unsupported", "this journal is a SQL journal: it has no files")
@@ -409,6 +412,8 @@ class FileJournal(Storage):
 class MemoryJournal(Storage):
     """A file journal in memory (tests; checks that keep nothing): the same calls over
     buffers, shared by every gate instance given it."""
+
+    blocking = False
 
     def __init__(self) -> None:
         self.name = "memory"

@@ -306,7 +306,7 @@ class ToolGate:
         A send waits at most the effect's ``timeout_ms``. ``ask``: how a question for the
         person who decides an approval reaches them (the proxy: an MCP elicitation)."""
         host = self.host()
-        first = host._call("tools.call", tool, _text(dict(arguments), "/arguments"))
+        first = await host.off_loop(host._call, "tools.call", tool, _text(dict(arguments), "/arguments"))
         last = await arun_machine(host, TOOLS, first, lambda req: self._aanswer(req, caller, ask))
         return self._result(last.payload)
 
@@ -342,7 +342,7 @@ class ToolGate:
         host, other = self._recovering(claim_wait)
 
         async def one(effect_id: str) -> Any:
-            first = host._call("tools.recover", effect_id)
+            first = await host.off_loop(host._call, "tools.recover", effect_id)
             last = await arun_machine(host, TOOLS, first, lambda req: self._aanswer(req, caller))
             return self._outcome(last.payload)
 
