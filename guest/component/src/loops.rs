@@ -12,6 +12,7 @@ use crate::exports::interlock::gate::effects as ef;
 use crate::exports::interlock::gate::gate as g;
 use crate::exports::interlock::gate::tools as tl;
 use crate::interlock::gate::target as t;
+use crate::interlock::gate::targets as tg;
 use crate::{crash_point, err, outcome, with_gate, Component};
 
 /// The instance's tool gating (one configuration) and its effect definitions. Wasm
@@ -174,6 +175,29 @@ fn effect_step(n: fx::Next) -> ef::EffectStep {
         fx::Next::Proposed(p) => ef::EffectStep::Proposed(p),
         fx::Next::Done(o) => ef::EffectStep::Done(outcome(o)),
         fx::Next::Crash(p) => ef::EffectStep::Crash(crash_point(p)),
+        fx::Next::Request(r) => ef::EffectStep::Request(tg::ServiceCall {
+            id: r.id,
+            target: r.target,
+            service: r.service,
+            operation: r.call.operation,
+            params: core_::canonical(&r.call.params),
+            options: core_::canonical(&r.call.options),
+            timeout_ms: r.call.timeout_ms,
+        }),
+    }
+}
+
+fn service_answer(a: tg::ServiceAnswer) -> core_::targets::ServiceAnswer {
+    use core_::targets::{ServiceAnswer as A, ServiceError};
+    match a {
+        tg::ServiceAnswer::Returned(j) => A::returned(&j),
+        tg::ServiceAnswer::Raised(e) => A::Raised(ServiceError {
+            error_type: e.error_type,
+            status: e.status,
+            code: e.code,
+            message: e.message,
+        }),
+        tg::ServiceAnswer::NoAnswer(m) => A::NoAnswer(m),
     }
 }
 
@@ -230,6 +254,13 @@ impl ef::Guest for Component {
     }
     fn resume(id: u64, a: t::CallAnswer) -> Result<ef::EffectStep, g::GateError> {
         with_effects(|s, gate, j, now| s.resume(gate, j, now, id, answer(a))).map(effect_step)
+    }
+    fn answer(id: u64, a: tg::ServiceAnswer) -> Result<ef::EffectStep, g::GateError> {
+        with_effects(|s, gate, j, now| s.answer(gate, j, now, id, service_answer(a)))
+            .map(effect_step)
+    }
+    fn builtins() -> String {
+        core_::targets::describe()
     }
     fn cancel(id: u64) {
         let _ = with_effects(|s, gate, _, _| {

@@ -13,6 +13,11 @@
 //! calls `premises` (the names the gate asks for must all be there) and `allowed`, a send
 //! calls the effect itself with the gate's idempotency key, a lookup calls `lookup` (no
 //! value, `null` or `false`: not found).
+//!
+//! A definition may name a built-in target instead (`"builtin": "stripe.refund"`,
+//! `crate::targets`): its premise read, its send and its lookup are then that target's, and
+//! each becomes one or more service calls ([`Next::Request`]) the host makes with the
+//! service's SDK and answers with what came back ([`EffectSession::answer`]).
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
@@ -23,6 +28,7 @@ use crate::canon::canonical;
 use crate::journal::Journal;
 use crate::proposal::{check_safe_numbers, parse_input, parse_json};
 use crate::schema::{field_err, Obj};
+use crate::targets::{self, Phase, ServiceAnswer, Target, Turn};
 use crate::types::{Ask, CallAnswer, ClaimWait, CrashPoint, GateError, Outcome, Reply, Step};
 use crate::Gate;
 
@@ -100,10 +106,24 @@ pub struct Call {
     pub timeout_ms: Option<u64>,
 }
 
+/// One call of a service's SDK the host makes for a built-in target
+/// ([`crate::targets::ServiceCall`], with where to send it).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub id: u64,
+    /// The definition (its target's name): which of the host's clients to use.
+    pub target: String,
+    /// The built-in target's service (`stripe`).
+    pub service: String,
+    pub call: targets::ServiceCall,
+}
+
 /// What the host does next.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Next {
     Call(Call),
+    /// Make this call with the service's SDK, then `answer(id, what came back)`.
+    Request(Request),
     /// Wait this long (another worker's send is still in flight), then `resume(id, Slept)`.
     Sleep {
         id: u64,
@@ -135,9 +155,15 @@ struct Definition {
     dedupe_window_ms: Option<u64>,
     timeout_ms: Option<u64>,
     agent: Option<String>,
+    /// The built-in target whose premise read, send and lookup these are.
+    builtin: Option<&'static dyn Target>,
 }
 
+/// The roles a built-in target performs itself.
+const BUILTIN_ROLES: [Role; 3] = [Role::Premises, Role::Apply, Role::Lookup];
+
 const DEFINITION_FIELDS: &[&str] = &[
+    "builtin",
     "target",
     "params",
     "functions",
@@ -178,6 +204,29 @@ impl Definition {
                 .collect::<Result<_, _>>()?,
             Some(_) => return Err(field_err("/functions", "must be a list of roles")),
         };
+        let builtin = match d.opt_name("builtin", "")? {
+            None => None,
+            Some(name) => Some(Self::builtin(&d, &name, &params, &functions)?),
+        };
+        let tier = builtin.map(|b| b.tier());
+        let dedupes = d.bool_or("dedupes", tier.is_some_and(|t| t.dedupes))?;
+        let mut dedupe_window_ms = d.opt_u64("dedupe_window_ms")?;
+        if let Some(t) = tier {
+            // A definition may say its service does less (a stand-in that ignores
+            // idempotency keys), never more.
+            if dedupes && !t.dedupes {
+                return Err(field_err("/dedupes", "this built-in target cannot dedupe"));
+            }
+            if let (Some(w), Some(most)) = (dedupe_window_ms, t.dedupe_window_ms) {
+                if w > most {
+                    return Err(field_err(
+                        "/dedupe_window_ms",
+                        format!("this built-in target dedupes for at most {most} ms"),
+                    ));
+                }
+            }
+            dedupe_window_ms = dedupe_window_ms.or(t.dedupe_window_ms.filter(|_| dedupes));
+        }
         Ok(Definition {
             target: d.name("target", "the effect's target (recovery routes by it)")?,
             params,
@@ -187,15 +236,51 @@ impl Definition {
             approval: d.opt_name("approval", "")?,
             bounds: d.get_some("bounds").cloned(),
             cap: d.get_some("cap").cloned(),
-            dedupes: d.bool_or("dedupes", false)?,
-            dedupe_window_ms: d.opt_u64("dedupe_window_ms")?,
+            dedupes,
+            dedupe_window_ms,
             timeout_ms: d.opt_u64("timeout_ms")?,
             agent: d.opt_name("agent", "")?,
+            builtin,
         })
     }
 
+    /// The built-in target `name`, checked against the rest of the definition: its effect
+    /// is one object (no `params`), and its premise read, send and lookup are its own.
+    fn builtin(
+        d: &Obj<'_, '_>,
+        name: &str,
+        params: &Option<Vec<String>>,
+        functions: &[Role],
+    ) -> Result<&'static dyn Target, GateError> {
+        let b = targets::builtin(name, "/builtin")?;
+        if params.is_some() {
+            return Err(field_err(
+                "/params",
+                format!(
+                    "{name}'s effect is one object (the target checks its fields): give no params"
+                ),
+            ));
+        }
+        if let Some(i) = functions.iter().position(|r| BUILTIN_ROLES.contains(r)) {
+            return Err(field_err(
+                &format!("/functions/{i}"),
+                format!(
+                    "{} is {name}'s own: give no function for it",
+                    functions[i].as_str()
+                ),
+            ));
+        }
+        let _ = d;
+        Ok(b)
+    }
+
+    /// Whether the definition has `role`: a function of the host's, or its built-in
+    /// target's own (its lookup only when the target can be looked up).
     fn has(&self, role: Role) -> bool {
-        self.functions.contains(&role)
+        match self.builtin {
+            Some(b) if BUILTIN_ROLES.contains(&role) => role != Role::Lookup || b.tier().lookup,
+            _ => self.functions.contains(&role),
+        }
     }
 
     /// The effect object of a call's values.
@@ -261,6 +346,44 @@ enum Pending {
     /// A function the proposal needs (key, lease, bounds, cap, premises).
     Draft(Draft, Role),
     /// A gate step performed as a call (or a sleep).
+    Step(Step),
+    /// A built-in target's service calls, for a draft's premises or a gate step.
+    Service(Conversation, After),
+}
+
+/// A built-in target's step in progress: what it is about and the answers so far.
+#[derive(Clone, Debug)]
+struct Conversation {
+    builtin: &'static dyn Target,
+    target: String,
+    phase: Phase,
+    effect: Value,
+    effect_id: String,
+    idempotency_key: String,
+    names: Vec<String>,
+    timeout_ms: Option<u64>,
+    answers: Vec<ServiceAnswer>,
+}
+
+impl Conversation {
+    fn turn(&self) -> Turn {
+        let cx = targets::Context {
+            effect: &self.effect,
+            effect_id: &self.effect_id,
+            idempotency_key: &self.idempotency_key,
+            names: &self.names,
+            timeout_ms: self.timeout_ms,
+        };
+        self.builtin.turn(self.phase, &cx, &self.answers)
+    }
+}
+
+/// What a conversation's reply goes to.
+#[derive(Clone, Debug)]
+enum After {
+    /// The premises a proposal is made from.
+    Draft(Draft),
+    /// The gate's step.
     Step(Step),
 }
 
@@ -442,14 +565,125 @@ impl EffectSession {
                 let next = gate.resume(j, now_ms, step.op, reply)?;
                 self.follow(gate, j, now_ms, next)
             }
+            p @ Pending::Service(..) => {
+                self.pending.insert(id, p);
+                Err(GateError::UnexpectedReply(format!(
+                    "call {id} is a service call: answer it with what the service answered"
+                )))
+            }
+        }
+    }
+
+    /// Continues service call `id` (a [`Next::Request`]) with what the service's SDK did.
+    pub fn answer(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        id: u64,
+        answer: ServiceAnswer,
+    ) -> Result<Next, GateError> {
+        match self.pending.remove(&id) {
+            Some(Pending::Service(mut conv, after)) => {
+                conv.answers.push(answer);
+                self.converse(gate, j, now_ms, conv, after)
+            }
+            Some(other) => {
+                self.pending.insert(id, other);
+                Err(GateError::UnexpectedReply(format!(
+                    "call {id} is a function's call, not a service call: resume it"
+                )))
+            }
+            None => Err(GateError::UnknownOperation(id)),
         }
     }
 
     /// Drops call `id` (the host will not finish it).
     pub fn cancel(&mut self, gate: &mut Gate, id: u64) {
-        if let Some(Pending::Step(step)) = self.pending.remove(&id) {
+        if let Some(Pending::Step(step) | Pending::Service(_, After::Step(step))) =
+            self.pending.remove(&id)
+        {
             gate.cancel(step.op);
         }
+    }
+
+    /// The next service call of a built-in target's step, or, once it replies, where the
+    /// reply goes: the gate's step, or the draft's premises.
+    fn converse(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        conv: Conversation,
+        after: After,
+    ) -> Result<Next, GateError> {
+        match conv.turn() {
+            Turn::Call(call) => {
+                let id = self.take_id();
+                let request = Request {
+                    id,
+                    target: conv.target.clone(),
+                    service: conv.builtin.service().into(),
+                    call,
+                };
+                self.pending.insert(id, Pending::Service(conv, after));
+                Ok(Next::Request(request))
+            }
+            Turn::Reply(reply) => match after {
+                After::Step(step) => {
+                    let next = gate.resume(j, now_ms, step.op, reply)?;
+                    self.follow(gate, j, now_ms, next)
+                }
+                After::Draft(mut draft) => match reply {
+                    Reply::Captured(text) => {
+                        draft.premises = Some(parse_json(&text)?);
+                        self.advance(gate, j, now_ms, draft)
+                    }
+                    other => Err(GateError::InvalidField {
+                        field: "/premises".into(),
+                        problem: format!(
+                            "{}'s premises could not be read ({}); nothing was recorded",
+                            draft.target,
+                            match other {
+                                Reply::Failed(m) => m,
+                                r => r.kind().into(),
+                            }
+                        ),
+                    }),
+                },
+            },
+        }
+    }
+
+    /// Starts a built-in target's step.
+    #[allow(clippy::too_many_arguments)]
+    fn start_conversation(
+        &mut self,
+        gate: &mut Gate,
+        j: &mut dyn Journal,
+        now_ms: u64,
+        builtin: &'static dyn Target,
+        target: &str,
+        phase: Phase,
+        effect: &str,
+        effect_id: &str,
+        idempotency_key: &str,
+        names: Vec<String>,
+        timeout_ms: Option<u64>,
+        after: After,
+    ) -> Result<Next, GateError> {
+        let conv = Conversation {
+            builtin,
+            target: target.into(),
+            phase,
+            effect: parse_json(effect)?,
+            effect_id: effect_id.into(),
+            idempotency_key: idempotency_key.into(),
+            names,
+            timeout_ms,
+            answers: Vec::new(),
+        };
+        self.converse(gate, j, now_ms, conv, after)
     }
 
     fn def(&self, target: &str) -> Result<&Definition, GateError> {
@@ -474,6 +708,9 @@ impl EffectSession {
         let values = parse_json(values)?;
         let effect = d.effect(&values)?;
         check_safe_numbers(&effect, &mut String::from("/effect"))?;
+        if let Some(b) = d.builtin {
+            b.check_effect(&effect)?;
+        }
         let overrides = match parse_input(overrides, "/overrides")? {
             Value::Null => Map::new(),
             v => Obj::strict(&v, "/overrides", "a call's overrides", OVERRIDE_FIELDS)?
@@ -534,6 +771,25 @@ impl EffectSession {
             draft.effect_id = Some(gate.effect_id_of(&canonical(&p))?);
         }
         if draft.premises.is_none() && d.has(Role::Premises) {
+            if let Some(b) = d.builtin {
+                let (effect, id) = (canonical(&draft.effect), draft.effect_id.clone());
+                let names = b.premises().iter().map(|n| String::from(*n)).collect();
+                let id = id.unwrap_or_default();
+                return self.start_conversation(
+                    gate,
+                    j,
+                    now_ms,
+                    b,
+                    &d.target,
+                    Phase::Premises,
+                    &effect,
+                    &id,
+                    "",
+                    names,
+                    None,
+                    After::Draft(draft),
+                );
+            }
             return Ok(self.ask_for(&d, draft, Role::Premises));
         }
         let proposal = canonical(&self.proposal(&d, &draft));
@@ -689,6 +945,38 @@ impl EffectSession {
                 Ask::Query { .. } => (Role::Lookup, "has no lookup"),
                 _ => (Role::Apply, ""),
             };
+            if let Some(b) = d.builtin.filter(|_| BUILTIN_ROLES.contains(&role)) {
+                if d.has(role) {
+                    let (phase, key, names, timeout) = match &step.ask {
+                        Ask::Capture { names, .. } => (Phase::Premises, "", names.clone(), None),
+                        Ask::Apply {
+                            idempotency_key, ..
+                        } => (
+                            Phase::Send,
+                            idempotency_key.as_str(),
+                            Vec::new(),
+                            Some(gate.send_timeout_ms(j, &effect_id)?),
+                        ),
+                        _ => (Phase::Lookup, "", Vec::new(), None),
+                    };
+                    let key = String::from(key);
+                    let target = target.clone();
+                    return self.start_conversation(
+                        gate,
+                        j,
+                        now_ms,
+                        b,
+                        &target,
+                        phase,
+                        &effect,
+                        &effect_id,
+                        &key,
+                        names,
+                        timeout,
+                        After::Step(step),
+                    );
+                }
+            }
             if role != Role::Apply && !d.has(role) {
                 // Asked for something nobody installed: it cannot be done, which is not an
                 // empty read, nor a "no".

@@ -22,6 +22,7 @@ mod receipt;
 pub mod recovery;
 pub mod rules;
 pub mod schema;
+pub mod targets;
 pub mod tools;
 mod types;
 pub mod webhooks;

@@ -16,7 +16,7 @@ import { openedRoot } from './component.js';
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
  * @import { GateComponent } from './component.js'
  * @typedef {GateRoot['gate']} GateApi
- * @typedef {{ tag: 'call', val: { id: bigint } } | { tag: 'sleep', val: [bigint, bigint] } | { tag: 'crash', val: CrashPoint } | { tag: 'ask', val: { id: bigint } } | { tag: 'done' | 'proposed', val: unknown }} LoopStep
+ * @typedef {{ tag: 'call' | 'request', val: { id: bigint } } | { tag: 'sleep', val: [bigint, bigint] } | { tag: 'crash', val: CrashPoint } | { tag: 'ask', val: { id: bigint } } | { tag: 'done' | 'proposed', val: unknown }} LoopStep
  */
 
 /**
@@ -160,20 +160,21 @@ export class Gate {
   /**
    * The loop every machine's steps run in (`effects`, `tools`): `perform(call)` answers a
    * call; a sleep is slept; a crash drops the instance (CrashedError); `done` (or
-   * `proposed`) ends it. A `perform` that throws cancels the operation and rethrows. A
+   * `proposed`) ends it. A built-in target's `request` (wit/targets.wit) is performed too,
+   * and what came back goes to `answer`. A `perform` that throws cancels the operation and rethrows. A
    * question for the person at an MCP client (`tools`' `ask`) is answered that no one can be
    * asked (no Node host carries an MCP client): the call answers pending.
    * @template {LoopStep} S
    * @param {'effects' | 'tools'} iface
    * @param {S} step
-   * @param {(call: Extract<S, { tag: 'call' }>['val']) => Promise<CallAnswer>} perform
+   * @param {(call: Extract<S, { tag: 'call' | 'request' }>['val']) => Promise<any>} perform
    * @returns {Promise<Extract<S, { tag: 'done' | 'proposed' }>>}
    */
   async loop(iface, step, perform) {
     for (;;) {
       // Nothing leaves the gate before what it wrote is durable (write-behind storage).
       await this.durable();
-      /** @type {CallAnswer} */
+      /** @type {any} */
       let answer;
       /** @type {bigint} */
       let id;
@@ -196,7 +197,9 @@ export class Gate {
           throw e;
         }
       }
-      step = /** @type {S} */ (this.call(iface, 'resume', id, answer));
+      // `answer` is the `effects` loop's only (tools has no built-in targets).
+      const next = step.tag === 'request' ? 'answer' : 'resume';
+      step = /** @type {S} */ (/** @type {any} */ (this.call)(iface, next, id, answer));
     }
   }
 

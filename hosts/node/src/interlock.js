@@ -13,9 +13,10 @@ import { SystemClock } from './clock.js';
  * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
  * @import { EffectCall, EffectStep, Role } from '../gen/gate/interfaces/interlock-gate-effects.js'
  * @import { CallAnswer } from '../gen/gate/interfaces/interlock-gate-target.js'
+ * @import { ServiceCall, ServiceAnswer } from '../gen/gate/interfaces/interlock-gate-targets.js'
  * @import { Outcome as WitOutcome } from '../gen/gate/interfaces/interlock-gate-types.js'
  * @import { GateComponent } from './component.js'
- * @typedef {{ def: EffectDefinition<any>, fn: (...args: any[]) => unknown }} Definition
+ * @typedef {{ def: EffectDefinition<any>, fn: (...args: any[]) => unknown, serve?: (call: ServiceCall) => Promise<ServiceAnswer> }} Definition
  */
 
 /** @param {unknown} e */
@@ -154,18 +155,46 @@ export class Interlock {
    * @returns {Effect<A>}
    */
   effect(def, fn) {
-    if (typeof def?.target !== 'string' || !def.target) throw new TypeError('effect: `target` (a name) is required');
     if (typeof fn !== 'function') throw new TypeError('effect: the second argument must be the function that does the effect');
+    return this.#define(def, fn);
+  }
+
+  /**
+   * Defines an effect of a built-in target (wit/targets.wit; `@interlock/gate/stripe`):
+   * `def.builtin` names it (`stripe.refund`), `def.target` its name here; its premise read,
+   * send and lookup are the component's, made as SDK calls by `serve(call)`, which resolves
+   * to what came back (a WIT `service-answer`). `def`'s functions (key, lease, bounds, cap,
+   * allowed) take the effect object. Returns an async function of the effect object.
+   * @param {EffectDefinition & { builtin: string }} def
+   * @param {(call: ServiceCall) => Promise<ServiceAnswer>} serve
+   * @returns {Effect<[Record<string, Json>]>}
+   */
+  builtin(def, serve) {
+    if (typeof def?.builtin !== 'string') throw new TypeError("builtin: `builtin` (a built-in target's name) is required");
+    return this.#define(def, undefined, serve);
+  }
+
+  /**
+   * @template {unknown[]} A
+   * @param {EffectDefinition & { builtin?: string }} def
+   * @param {((...args: any[]) => unknown) | undefined} fn
+   * @param {(call: ServiceCall) => Promise<ServiceAnswer>} [serve]
+   * @returns {Effect<A>}
+   */
+  #define(def, fn, serve) {
+    if (typeof def?.target !== 'string' || !def.target) throw new TypeError('effect: `target` (a name) is required');
     if (this.#targets.has(def.target)) throw new TypeError(`effect: target ${JSON.stringify(def.target)} is already defined`);
+    const functions = ROLES.filter((r) => typeof def[r] === 'function');
     /** @type {Record<string, Json>} */
-    const definition = { target: def.target, functions: ['apply', ...ROLES.filter((r) => typeof def[r] === 'function')] };
+    const definition = { target: def.target, functions: fn ? ['apply', ...functions] : functions };
+    if (def.builtin) definition.builtin = def.builtin;
     if (def.params) definition.params = def.params;
     for (const [name, value] of /** @type {const} */ ([['key', def.key], ['lease', def.lease], ['approval', def.approval], ['bounds', def.bounds],
       ['cap', def.cap], ['dedupes', def.dedupes], ['dedupe_window_ms', def.dedupeWindowMs], ['timeout_ms', def.timeoutMs], ['agent', def.agent]])) {
       if (value !== undefined && typeof value !== 'function') definition[name] = /** @type {Json} */ (value);
     }
     const standing = this.gate.call('effects', 'define', jsonText(definition));
-    this.#targets.set(def.target, { def, fn });
+    this.#targets.set(def.target, { def, fn: fn ?? (() => undefined), serve });
     if (standing !== undefined) this.#announce(standing);
     /**
      * @param {'call' | 'propose'} how
@@ -205,14 +234,22 @@ export class Interlock {
 
   /**
    * Calls the function the machine asked for.
-   * @param {EffectCall} c
-   * @returns {Promise<CallAnswer>}
+   * @param {EffectCall | ServiceCall} c
+   * @returns {Promise<CallAnswer | ServiceAnswer>}
    */
   async #perform(c) {
     const entry = this.#targets.get(c.target);
     // The gate asks only for the targets defined here: anything else is a broken contract.
     if (!entry) throw new InterlockError(`the gate asked for target ${JSON.stringify(c.target)}, which is not defined here`);
-    const { def, fn } = entry;
+    const { def, fn, serve } = entry;
+    if ('operation' in c) {
+      // A built-in target's SDK call: what came back (a throw that is not the SDK's own error is no answer).
+      try {
+        return await /** @type {NonNullable<typeof serve>} */ (serve)(c);
+      } catch (e) {
+        return { tag: 'no-answer', val: message(e) };
+      }
+    }
     const effect = JSON.parse(c.effect);
     const effectId = /** @type {string} */ (c.effectId);
     if (c.role === 'apply') {

@@ -90,6 +90,7 @@ impl World {
             next = match next {
                 Next::Done(_) | Next::Proposed(_) => return Some(next),
                 Next::Crash(_) => return None,
+                Next::Request(r) => panic!("no built-in target here: {r:?}"),
                 Next::Sleep { id, ms } => {
                     self.now += ms;
                     self.s

@@ -9,6 +9,7 @@ use alloc::vec::Vec;
 use serde_json::{json, Value};
 
 use super::*;
+use crate::targets::{cut, http_send_verdict, SendVerdict};
 use crate::{Ask, Reply};
 
 /// `encodeURIComponent`: every byte but the unreserved marks percent-encoded.
@@ -88,13 +89,6 @@ pub(super) fn body_json(body: &str) -> Result<String, String> {
     serde_json::from_str::<Value>(body)
         .map(|v| v.to_string())
         .map_err(|e| format!("the answer is not JSON: {e}"))
-}
-
-pub(super) fn cut(s: &str, n: usize) -> &str {
-    match s.char_indices().nth(n) {
-        Some((i, _)) => &s[..i],
-        None => s,
-    }
 }
 
 /// The table of docs/http-api.yaml, first half: the request that performs gate step `ask`
@@ -213,14 +207,16 @@ pub fn target_reply(ask: &Ask, answer: Result<&Fetched, &str>) -> Reply {
             Err(m) => Reply::Failed(format!("check: {m}")),
         },
         Ask::Apply { .. } => match answer {
-            Ok(r) if (200..300).contains(&r.status) => Reply::Applied(
-                // The target answered, not in JSON: keep its words.
-                body_json(&r.body).unwrap_or_else(|_| json!(r.body).to_string()),
-            ),
-            Ok(r) if (400..500).contains(&r.status) => {
-                Reply::Rejected(format!("HTTP {}: {}", r.status, cut(&r.body, 500)))
-            }
-            Ok(r) => Reply::Unknown(format!("HTTP {}", r.status)),
+            Ok(r) => match http_send_verdict(u32::from(r.status)) {
+                SendVerdict::Applied => Reply::Applied(
+                    // The target answered, not in JSON: keep its words.
+                    body_json(&r.body).unwrap_or_else(|_| json!(r.body).to_string()),
+                ),
+                SendVerdict::NotApplied => {
+                    Reply::Rejected(format!("HTTP {}: {}", r.status, cut(&r.body, 500)))
+                }
+                SendVerdict::Unknown => Reply::Unknown(format!("HTTP {}", r.status)),
+            },
             Err(m) => Reply::Unknown(m.into()),
         },
         Ask::Query { .. } => match answer {

@@ -229,6 +229,51 @@ class Effect:
         return Variant("failed", _why(e))
 
 
+class Builtin:
+    """An effect of a built-in target (wit/targets.wit; ``interlock.stripe``): its premise
+    read, its send and its lookup are the component's, made as calls of the service's SDK
+    by ``perform(service_call) -> service-answer``; the host's own functions (``key``,
+    ``lease``, ``bounds``, ``cap``, ``allowed``) take the effect object. Calling it with the
+    effect object (and, per call, ``key=``, ``lease=``, ``approval=``) gates one call."""
+
+    is_async = False
+
+    def __init__(self, gate: "Interlock", definition: Dict[str, Any], perform: Callable[[Any], Variant],
+                 functions: Dict[str, Callable[..., Any]]):
+        self.interlock = gate
+        self.name = str(definition["target"])
+        self.perform = perform
+        self.functions = functions
+        self._definition = {k: v for k, v in definition.items() if v is not None}
+
+    def definition(self) -> str:
+        return _json_text(dict(self._definition, functions=list(self.functions)))
+
+    def invoke(self, call: Any) -> Any:
+        return self.functions[call.role](json.loads(call.effect))
+
+    def answer(self, call: Any, value: Any) -> Variant:
+        return _returned(bool(value) if call.role == "allowed" else value, call.role, self.name)
+
+    def failure(self, call: Any, e: Exception) -> Variant:
+        return Variant("failed", _why(e))
+
+    def _start(self, how: str, effect: Dict[str, Any], overrides: Dict[str, Any]) -> Any:
+        given = {k: v for k, v in overrides.items() if v is not None}
+        o = _json_text(given) if given else None
+        return self.interlock.host()._call(f"effects.{how}", self.name, _json_text([effect]), o)
+
+    def __call__(self, effect: Dict[str, Any], *, key: Any = None, lease: Optional[str] = None,
+                 approval: Optional[str] = None) -> Outcome:
+        first = self._start("call", effect, {"key": key, "lease": lease, "approval": approval})
+        return self.interlock._outcome(self.interlock._run(first, drafting=True))
+
+    def proposal(self, effect: Dict[str, Any], *, key: Any = None, lease: Optional[str] = None) -> Dict[str, Any]:
+        """The proposal such a call submits (its premises read now), nothing recorded."""
+        first = self._start("propose", effect, {"key": key, "lease": lease})
+        return cast(Dict[str, Any], json.loads(str(self.interlock._run(first, drafting=True).payload)))
+
+
 class _Call:
     """One drive of the machine: performs its calls through the Interlock's effects. A raise
     of a function making the proposal (key, lease, bounds, cap, and the first premises read
@@ -238,13 +283,26 @@ class _Call:
         self.gate = gate
         self.drafting = drafting
 
-    def _effect(self, call: Any) -> Effect:
+    def _effect(self, call: Any) -> Any:
         drafting = call.role in _DRAFT_ROLES or (self.drafting and call.role == "premises")
         self.drafting = drafting and call.role != "premises"
         self.raising = drafting
         return self.gate._effects[call.target]
 
+    def _serve(self, call: Any) -> Optional[Variant]:
+        """A built-in target's service call: its SDK's answer (a raise that is not the SDK's
+        own error is no answer at all)."""
+        if not hasattr(call, "operation"):
+            return None
+        try:
+            return cast(Builtin, self.gate._effects[call.target]).perform(call)
+        except Exception as e:  # noqa: BLE001 - the component decides what no answer means
+            return Variant("no-answer", _why(e))
+
     def perform(self, call: Any) -> Variant:
+        served = self._serve(call)
+        if served is not None:
+            return served
         spec = self._effect(call)
         try:
             r = spec.invoke(call)
@@ -260,6 +318,9 @@ class _Call:
         return spec.answer(call, r)
 
     async def aperform(self, call: Any) -> Variant:
+        served = self._serve(call)
+        if served is not None:
+            return served
         spec = self._effect(call)
         try:
             r = spec.invoke(call)
@@ -361,7 +422,7 @@ class Interlock:
         self.journal_name = storage.name
         self._journal = JournalRef(storage)
         self._host: Optional[GateHost] = None
-        self._effects: Dict[str, Effect] = {}
+        self._effects: Dict[str, Union[Effect, Builtin]] = {}
         self._dead: Optional[str] = None
         try:
             self.host()
@@ -488,6 +549,21 @@ class Interlock:
             return gated
 
         return wrap(fn) if fn is not None else wrap
+
+    def builtin(self, definition: Dict[str, Any], perform: Callable[[Any], Variant], *,
+                functions: Optional[Dict[str, Callable[..., Any]]] = None) -> Builtin:
+        """Defines an effect of a built-in target (``definition["builtin"]``, e.g.
+        ``stripe.refund``; ``definition["target"]`` its name here): a host module such as
+        :mod:`interlock.stripe` gives ``perform``, which makes one SDK call as the component
+        says and returns what came back. ``functions``: the host's own ``key``, ``lease``,
+        ``bounds``, ``cap`` or ``allowed``, each taking the effect object."""
+        spec = Builtin(self, definition, perform, dict(functions or {}))
+        with self._lock:
+            standing = self.host()._call("effects.define", spec.definition())
+            self._effects[spec.name] = spec
+        if standing is not None:
+            self._announce(standing)
+        return spec
 
     # -- driving the machine
 

@@ -948,13 +948,19 @@ class Question:
 def machine_steps(host: GateHost, iface: str, first: Any) -> Generator[Tuple[int, Any], Variant, Variant]:
     """The one step handler of the component's loops (``effects``, ``tools``): yields
     ``(id, call)`` (a call record to perform, or a :class:`Question` for a person) or
-    ``(id, ms)`` (an int: sleep that long), receives the WIT ``call-answer``, and returns the
+    ``(id, ms)`` (an int: sleep that long), receives the WIT ``call-answer`` (a
+    ``service-answer`` for a built-in target's ``request``), and returns the
     last step (``done``, ``proposed``). A ``crash`` step raises :class:`SimulatedCrash`."""
     step, effect_id = first, None
     while True:
+        resume = f"{iface}.resume"
         if step.tag == "call":
             effect_id = getattr(step.payload, "effect-id", None) or effect_id
             op = step.payload.id
+            answer = yield op, step.payload
+        elif step.tag == "request":
+            # A built-in target's service call (wit/targets.wit), answered with what came back.
+            op, resume = step.payload.id, f"{iface}.answer"
             answer = yield op, step.payload
         elif step.tag == "sleep":
             op, ms = step.payload
@@ -966,7 +972,7 @@ def machine_steps(host: GateHost, iface: str, first: Any) -> Generator[Tuple[int
             raise host.crash(step.payload, effect_id)
         else:
             return cast(Variant, step)
-        step = host._call(f"{iface}.resume", op, answer)
+        step = host._call(resume, op, answer)
 
 
 SLEPT = Variant("slept")
