@@ -5,6 +5,7 @@
 
 mod cli;
 mod demo;
+mod effect;
 mod operator;
 mod output;
 mod people;
@@ -91,6 +92,7 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
         | Cmd::Rules { dir, .. }
         | Cmd::Confirm { dir, .. }
         | Cmd::RevokeApproval { dir, .. }
+        | Cmd::Effect { dir, .. }
         | Cmd::DemoChild { dir, .. }
         | Cmd::Lease {
             action: LeaseCmd::Grant { dir, .. } | LeaseCmd::Revoke { dir, .. },
@@ -171,6 +173,36 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             body,
         } => people::confirm(ctx, &dir, scheme, &secret_env, &headers, &body),
         Cmd::RevokeApproval { dir, id } => revoke_approval(ctx, &dir, &id),
+        Cmd::Effect {
+            dir,
+            definition,
+            effect: e,
+            key,
+            lease,
+            approval,
+            agent,
+            postgres,
+            repo,
+            smtp,
+            crash_at,
+        } => effect::effect(
+            ctx,
+            &dir,
+            effect::Request {
+                definition,
+                effect: e,
+                key,
+                lease,
+                approval,
+                agent,
+                crash_at,
+            },
+            effect::Clients {
+                postgres,
+                repo,
+                smtp,
+            },
+        ),
         Cmd::DemoChild {
             dir,
             phase,
