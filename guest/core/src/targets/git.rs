@@ -818,7 +818,6 @@ fn merge_turn(cx: &Context<'_>, answers: &[ServiceAnswer]) -> Turn {
         return Turn::Call(git(
             &[
                 "rev-parse",
-                "--verify",
                 &format!("refs/heads/{branch}^{{commit}}"),
                 &format!("refs/heads/{from}^{{commit}}"),
             ],
@@ -828,9 +827,7 @@ fn merge_turn(cx: &Context<'_>, answers: &[ServiceAnswer]) -> Turn {
     };
     let tips: Vec<&str> = match ran(first) {
         Ok((0, out, _)) => out.split_whitespace().collect(),
-        Ok((_, _, err))
-            if err.contains("Needed a single revision") || err.contains("unknown revision") =>
-        {
+        Ok((_, _, err)) if err.contains("unknown revision") => {
             return Turn::Reply(Reply::Rejected(format!(
                 "{branch} or {from} is not a branch here: {}",
                 cut(err.trim(), 300)

@@ -360,9 +360,17 @@ fn a_merge_is_computed_on_one_tip_and_written_on_that_tip_only() {
             "merging agent-a into main conflicts in src/lib.rs; nothing was written".into()
         )
     );
-    let (_, reply) = play(&Merge, Phase::Send, &cx(&e, &[]), |_| {
-        run(128, "", "fatal: Needed a single revision")
+    let (calls, reply) = play(&Merge, Phase::Send, &cx(&e, &[]), |_| {
+        run(128, "", "fatal: ambiguous argument 'refs/heads/agent-a^{commit}': unknown revision or path not in the working tree.")
     });
+    assert_eq!(
+        args(&calls[0]),
+        [
+            "rev-parse",
+            "refs/heads/main^{commit}",
+            "refs/heads/agent-a^{commit}"
+        ]
+    );
     assert_eq!(reply.kind(), "rejected");
 }
 
