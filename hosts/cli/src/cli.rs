@@ -399,8 +399,15 @@ pub(crate) enum Cmd {
         /// "git.commit", "lease": ..., "timeout_ms": ...}` (ARCHITECTURE.md, "Effect definition").
         #[arg(long, value_name = "JSON")]
         definition: String,
-        /// The effect (JSON, or @FILE); without it, recover.
+        /// The effect (JSON, or @FILE); without it (and without --proposal), recover.
         effect: Option<String>,
+        /// Print the proposal EFFECT would submit (its premises read now), recording
+        /// nothing: the decision, to send later with --proposal.
+        #[arg(long)]
+        propose: bool,
+        /// Submit this proposal (JSON, or @FILE), made earlier with --propose.
+        #[arg(long, value_name = "JSON")]
+        proposal: Option<String>,
         /// The effect's key: the approved request it comes from (JSON, or plain text).
         #[arg(long)]
         key: Option<String>,

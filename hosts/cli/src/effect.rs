@@ -5,8 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+use interlock_cli::gate::EffectStep;
 use interlock_cli::services::{GitRepository, Postgres, Service, Smtp};
-use interlock_cli::{CrashAction, CrashPoint, State};
+use interlock_cli::{CrashAction, CrashPoint, Outcome, State};
 use serde_json::{json, Value};
 
 use crate::cli::CrashAt;
@@ -51,6 +52,10 @@ fn json_arg(arg: &str, what: &str) -> Result<String, Failure> {
 pub(crate) struct Request {
     pub(crate) definition: String,
     pub(crate) effect: Option<String>,
+    /// Print the proposal the effect would submit, recording nothing.
+    pub(crate) propose: bool,
+    /// Submit this proposal (made earlier with `propose`) instead of an effect.
+    pub(crate) proposal: Option<String>,
     pub(crate) key: Option<String>,
     pub(crate) lease: Option<String>,
     pub(crate) approval: Option<String>,
@@ -79,9 +84,10 @@ pub(crate) fn effect(ctx: &Ctx, dir: &Path, req: Request, clients: Clients) -> R
     if let Some(agent) = gate.effects().define(&definition)? {
         eprintln!("{}", gate.standing_notice(&agent)?);
     }
-    let one = req.effect.is_some();
-    let outcomes = match req.effect {
-        Some(effect) => {
+    let one = req.effect.is_some() || req.proposal.is_some();
+    let mut effects = gate.effects();
+    let outcomes = match (req.effect, req.proposal) {
+        (Some(effect), None) => {
             let effect = json_arg(&effect, "the effect")?;
             let mut overrides = serde_json::Map::new();
             if let Some(k) = &req.key {
@@ -97,13 +103,32 @@ pub(crate) fn effect(ctx: &Ctx, dir: &Path, req: Request, clients: Clients) -> R
                 }
             }
             let overrides = (!overrides.is_empty()).then(|| Value::Object(overrides).to_string());
-            let target = target.unwrap_or_default();
-            let first =
-                gate.effects()
-                    .call(&target, &format!("[{effect}]"), overrides.as_deref())?;
-            vec![gate.effects().drive(first, service.as_mut())?]
+            let (target, values) = (target.unwrap_or_default(), format!("[{effect}]"));
+            if req.propose {
+                let first = effects.propose(&target, &values, overrides.as_deref())?;
+                return match effects.drive(first, service.as_mut())? {
+                    EffectStep::Proposed(p) => {
+                        println!("{p}");
+                        Ok(0)
+                    }
+                    _ => Err(Failure::new(1, "component", "propose answered no proposal")),
+                };
+            }
+            let first = effects.call(&target, &values, overrides.as_deref())?;
+            vec![effects.drive(first, service.as_mut())?]
         }
-        None => {
+        (None, Some(proposal)) => {
+            let first = effects.submit(&json_arg(&proposal, "--proposal")?)?;
+            vec![effects.drive(first, service.as_mut())?]
+        }
+        (Some(_), Some(_)) => {
+            return Err(Failure::new(
+                2,
+                "usage",
+                "give an EFFECT or a --proposal, not both",
+            ))
+        }
+        (None, None) => {
             let mut all = Vec::new();
             for id in gate.open_effects()? {
                 let first = gate.effects().recover(&id)?;
@@ -112,6 +137,17 @@ pub(crate) fn effect(ctx: &Ctx, dir: &Path, req: Request, clients: Clients) -> R
             all
         }
     };
+    let outcomes: Vec<Outcome> = outcomes
+        .into_iter()
+        .map(|s| match s {
+            EffectStep::Done(o) => Ok(o),
+            _ => Err(Failure::new(
+                1,
+                "component",
+                "the effect ended with no outcome",
+            )),
+        })
+        .collect::<Result<_, _>>()?;
     let mut code = 0;
     for o in &outcomes {
         ctx.say(format_args!(

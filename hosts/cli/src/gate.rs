@@ -608,6 +608,29 @@ impl Effects<'_> {
         ))
     }
 
+    /// The proposal such a call would submit, nothing recorded.
+    pub fn propose(
+        &mut self,
+        target: &str,
+        values: &str,
+        overrides: Option<&str>,
+    ) -> Result<EffectStep, Error> {
+        let api = self.api();
+        let overrides = overrides.map(str::to_owned);
+        gate(api.call_propose(
+            &mut self.host.store,
+            target,
+            &values.to_owned(),
+            overrides.as_ref(),
+        ))
+    }
+
+    /// Submits a proposal (made by `propose`, or by hand).
+    pub fn submit(&mut self, proposal: &str) -> Result<EffectStep, Error> {
+        let api = self.api();
+        gate(api.call_submit(&mut self.host.store, &proposal.to_owned()))
+    }
+
     /// Recovers one open effect (waiting out a live claim).
     pub fn recover(&mut self, effect: &str) -> Result<EffectStep, Error> {
         let api = self.api();
@@ -626,22 +649,18 @@ impl Effects<'_> {
         gate(api.call_answer(&mut self.host.store, id, answer))
     }
 
-    /// Drives `step` to its outcome: each service call made by `service`, each sleep
-    /// slept, a crash as the host's crash action. A built-in target's definition given on the
-    /// command line has no functions, so a function's call is answered `failed`.
+    /// Drives `step` to its end, `done` (or `proposed`, for `propose`): each service call
+    /// made by `service`, each sleep slept, a crash as the host's crash action. A built-in
+    /// target's definition given on the command line has no functions, so a function's
+    /// call is answered `failed`.
     pub fn drive(
         &mut self,
         mut step: EffectStep,
         service: &mut dyn crate::services::Service,
-    ) -> Result<Outcome, Error> {
+    ) -> Result<EffectStep, Error> {
         loop {
             step = match step {
-                EffectStep::Done(o) => return Ok(o),
-                EffectStep::Proposed(p) => {
-                    return Err(Error::Gate(GateError::UnexpectedReply(format!(
-                        "a proposal ({p}) where an outcome was due"
-                    ))))
-                }
+                end @ (EffectStep::Done(_) | EffectStep::Proposed(_)) => return Ok(end),
                 EffectStep::Crash(point) => {
                     return match self.host.crash {
                         Some(CrashAction::Abort) => std::process::abort(),

@@ -177,6 +177,8 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             dir,
             definition,
             effect: e,
+            propose,
+            proposal,
             key,
             lease,
             approval,
@@ -191,6 +193,8 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             effect::Request {
                 definition,
                 effect: e,
+                propose,
+                proposal,
                 key,
                 lease,
                 approval,
