@@ -27,4 +27,15 @@ npm run --silent typecheck
 if [ -z "${INTERLOCK_BIN:-}" ] && [ ! -x "$CARGO_TARGET_DIR/debug/interlock" ]; then
   (cd ../.. && cargo build -q -p interlock-cli)
 fi
+# localstripe (PyPI; a fake Stripe server written by others) for test/stripe.test.js: the
+# Python host's venv when it has it (scripts/test.sh passes INTERLOCK_PYTHON), else a venv here.
+if [ -z "${INTERLOCK_LOCALSTRIPE_PYTHON:-}" ]; then
+  if [ -n "${INTERLOCK_PYTHON:-}" ] && "$INTERLOCK_PYTHON" -c 'import localstripe' 2>/dev/null; then
+    export INTERLOCK_LOCALSTRIPE_PYTHON="$INTERLOCK_PYTHON"
+  else
+    [ -x .venv-localstripe/bin/python ] || python3 -m venv .venv-localstripe
+    .venv-localstripe/bin/python -m pip --disable-pip-version-check -q install 'localstripe==1.15.10'
+    export INTERLOCK_LOCALSTRIPE_PYTHON="$PWD/.venv-localstripe/bin/python"
+  fi
+fi
 node --test test/*.test.js test/frameworks/*.test.js test/browser/*.test.js

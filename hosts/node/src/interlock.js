@@ -165,7 +165,7 @@ export class Interlock {
    * send and lookup are the component's, made as SDK calls by `serve(call)`, which resolves
    * to what came back (a WIT `service-answer`). `def`'s functions (key, lease, bounds, cap,
    * allowed) take the effect object. Returns an async function of the effect object.
-   * @param {EffectDefinition & { builtin: string }} def
+   * @param {EffectDefinition<any> & { builtin: string }} def
    * @param {(call: ServiceCall) => Promise<ServiceAnswer>} serve
    * @returns {Effect<[Record<string, Json>]>}
    */

@@ -22,3 +22,7 @@ test('each framework subpath exports protectTools, and only it', async () => {
     assert.deepEqual(Object.keys(m).sort(), ['protectTools'], sub);
   }
 });
+
+test('the Stripe subpath (@interlock/gate/stripe) exports the target, its client and its one SDK call', async () => {
+  assert.deepEqual(Object.keys(await import('@interlock/gate/stripe')).sort(), ['perform', 'stripeClient', 'stripeRefunds']);
+});

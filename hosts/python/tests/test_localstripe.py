@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -27,15 +24,10 @@ import stripe
 from interlock import Interlock, InvalidField, SimulatedCrash
 from interlock.clock import FakeClock
 from interlock.gate import State
+from stripe_support import localstripe_server
 
 SECRET = "whsec_localstripe_endpoint_secret"
 Delivery = Tuple[List[Tuple[str, str]], bytes]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Receiver:
@@ -74,26 +66,8 @@ class Receiver:
 @pytest.fixture(scope="module")
 def localstripe(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """localstripe as a real process on a free port; its base URL."""
-    port = free_port()
-    log = (tmp_path_factory.mktemp("localstripe") / "server.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "localstripe", "--port", str(port), "--from-scratch"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://localhost:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with socket.create_connection(("localhost", port), timeout=0.2):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"localstripe did not start (exit {proc.poll()})") from None
-                time.sleep(0.1)
+    with localstripe_server(tmp_path_factory.mktemp("localstripe")) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-        log.close()
 
 
 def register(base: str, receiver: Receiver) -> None:

@@ -373,21 +373,24 @@ fn drive(
     }
 }
 
+/// An effect session on `gate` with the one definition `def`, waiting out no claim.
+fn session(gate: &mut Gate, def: &str) -> EffectSession {
+    let wait = ClaimWait {
+        poll_ms: 1,
+        max_polls: 0,
+    };
+    let mut s = EffectSession::new("agent", None, wait);
+    s.define(gate, def).unwrap();
+    s
+}
+
 #[test]
 fn through_the_effects_machine_a_lost_reply_is_found_by_the_lookup_and_sent_once() {
     let def = r#"{"target": "refunds", "builtin": "stripe.refund", "functions": ["key"], "dedupes": false}"#;
     let mut gate = Gate::new();
     let mut j = MemJournal::new();
     let mut acct = Account::default();
-    let mut s = EffectSession::new(
-        "agent",
-        None,
-        ClaimWait {
-            poll_ms: 1,
-            max_polls: 0,
-        },
-    );
-    s.define(&mut gate, def).unwrap();
+    let mut s = session(&mut gate, def);
     gate.crash_at(Some(CrashPoint::AfterSend));
     let effect = r#"[{"charge": "ch_1", "amount_cents": 2000}]"#;
     let first = s
@@ -400,15 +403,7 @@ fn through_the_effects_machine_a_lost_reply_is_found_by_the_lookup_and_sent_once
     assert_eq!(acct.refunds.len(), 1);
     // A new process: the same definition, then recovery.
     let mut gate = Gate::new();
-    let mut s = EffectSession::new(
-        "agent",
-        None,
-        ClaimWait {
-            poll_ms: 1,
-            max_polls: 0,
-        },
-    );
-    s.define(&mut gate, def).unwrap();
+    let mut s = session(&mut gate, def);
     let open = gate.open_effects(&mut j).unwrap();
     assert_eq!(open.len(), 1);
     let later = 1_000 + 31_000;
@@ -479,4 +474,151 @@ fn a_definition_of_a_built_in_target_is_checked() {
         "{e:?}"
     );
     assert!(describe().contains("\"stripe.refund\""));
+}
+
+// guide: rust-target
+/// A target of a ledger service whose SDK has `accounts.retrieve(id)`,
+/// `entries.create({account, amount, reference})` (it dedupes on an idempotency key) and
+/// `entries.list({account, reference})`.
+struct LedgerEntry;
+
+impl Target for LedgerEntry {
+    fn name(&self) -> &'static str {
+        "ledger.entry"
+    }
+    fn service(&self) -> &'static str {
+        "ledger"
+    }
+    fn tier(&self) -> Tier {
+        Tier {
+            dedupes: true,
+            dedupe_window_ms: Some(86_400_000),
+            lookup: true,
+        }
+    }
+    fn premises(&self) -> &'static [&'static str] {
+        &["balance_before_cents"]
+    }
+    fn check_effect(&self, effect: &Value) -> Result<(), GateError> {
+        let e = crate::schema::Obj::strict(
+            effect,
+            "/effect",
+            "a ledger entry",
+            &["account", "amount_cents"],
+        )?;
+        e.name("account", "the account")?;
+        e.u64("amount_cents", "the amount, in cents").map(|_| ())
+    }
+    fn turn(&self, phase: Phase, cx: &Context<'_>, answers: &[ServiceAnswer]) -> Turn {
+        let account = cx.effect["account"].clone();
+        let call = |operation: &str, params: Value, options: Value| {
+            Turn::Call(ServiceCall {
+                operation: operation.into(),
+                params,
+                options,
+                timeout_ms: None,
+            })
+        };
+        match (phase, answers) {
+            // The premise leaves this effect's own entry out: the balance before it.
+            (Phase::Premises, []) => call("accounts.retrieve", json!({"id": account}), json!({})),
+            (Phase::Premises, [_]) => call(
+                "entries.list",
+                json!({"account": account, "reference": cx.effect_id}),
+                json!({}),
+            ),
+            (Phase::Premises, [a, mine]) => match (
+                read_object(a, "account", "accounts.retrieve"),
+                read_object(mine, "list", "entries.list"),
+            ) {
+                (Ok(a), Ok(mine)) => {
+                    let own: i64 = mine["data"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|e| e["amount"].as_i64())
+                        .sum();
+                    let balance = a["balance"].as_i64().unwrap_or_default() - own;
+                    let mut all = serde_json::Map::new();
+                    all.insert("balance_before_cents".into(), json!(balance));
+                    Turn::Reply(captured(self.name(), cx.names, &all))
+                }
+                (Err(m), _) | (_, Err(m)) => Turn::Reply(Reply::Failed(m)),
+            },
+            // The send carries the effect id as the key the service dedupes on and as the
+            // reference the lookup finds.
+            (Phase::Send, []) => {
+                let params = json!({"account": account, "amount": cx.effect["amount_cents"], "reference": cx.effect_id});
+                call(
+                    "entries.create",
+                    params,
+                    json!({"idempotency_key": cx.idempotency_key}),
+                )
+            }
+            (Phase::Send, [answer, ..]) => Turn::Reply(match answer {
+                ServiceAnswer::Returned(v) if v["object"] == "entry" => {
+                    Reply::Applied(v.to_string())
+                }
+                ServiceAnswer::Raised(e)
+                    if http_send_verdict(e.status.unwrap_or(0)) == SendVerdict::NotApplied =>
+                {
+                    Reply::Rejected(e.to_string())
+                }
+                // Anything else may have landed: unknown, never guessed.
+                other => Reply::Unknown(format!("{other:?}")),
+            }),
+            (Phase::Lookup, []) => call(
+                "entries.list",
+                json!({"account": account, "reference": cx.effect_id}),
+                json!({}),
+            ),
+            (Phase::Lookup, [list, ..]) => {
+                Turn::Reply(match read_object(list, "list", "entries.list") {
+                    Ok(l) => match l["data"].as_array().and_then(|d| d.first()) {
+                        Some(entry) => Reply::Found(entry.to_string()),
+                        None => Reply::NotFound,
+                    },
+                    Err(m) => Reply::Failed(m),
+                })
+            }
+            (_, _) => Turn::Reply(Reply::Failed("no more calls in this step".into())),
+        }
+    }
+}
+// guide: end
+
+#[test]
+fn a_target_of_your_own_is_a_table_of_calls_and_answers() {
+    let effect = json!({"account": "acc_1", "amount_cents": 500});
+    let names: Vec<String> = vec!["balance_before_cents".into()];
+    let cx = cx(&effect, &names);
+    LedgerEntry.check_effect(&effect).unwrap();
+    let Turn::Call(c) = LedgerEntry.turn(Phase::Send, &cx, &[]) else {
+        panic!()
+    };
+    assert_eq!(
+        (c.operation.as_str(), &c.options),
+        ("entries.create", &json!({"idempotency_key": ID}))
+    );
+    let account = ServiceAnswer::Returned(json!({"object": "account", "balance": 10_500}));
+    let mine = ServiceAnswer::Returned(json!({"object": "list", "data": [{"amount": 500}]}));
+    assert_eq!(
+        LedgerEntry.turn(Phase::Premises, &cx, &[account, mine]),
+        Turn::Reply(Reply::Captured(r#"{"balance_before_cents":10000}"#.into()))
+    );
+    assert_eq!(
+        LedgerEntry
+            .turn(Phase::Send, &cx, &[err(Some(503), None, None)])
+            .clone(),
+        Turn::Reply(Reply::Unknown(format!("{:?}", err(Some(503), None, None))))
+    );
+    assert!(matches!(
+        LedgerEntry.turn(Phase::Send, &cx, &[err(Some(422), None, None)]),
+        Turn::Reply(Reply::Rejected(_))
+    ));
+    let none = ServiceAnswer::Returned(json!({"object": "list", "data": []}));
+    assert_eq!(
+        LedgerEntry.turn(Phase::Lookup, &cx, &[none]),
+        Turn::Reply(Reply::NotFound)
+    );
 }
