@@ -392,47 +392,7 @@ pub(crate) enum Cmd {
     /// the definition's target. Prints the outcome (exit 0 when it is COMMITTED, 1 when it is
     /// anything else: REFUSED, AMBIGUOUS, still open).
     #[command(after_help = EFFECT_HELP)]
-    Effect {
-        /// The journal: a folder (it must exist), or a shared journal's URL.
-        dir: PathBuf,
-        /// The effect definition (JSON, or @FILE): `{"target": NAME, "builtin":
-        /// "git.commit", "lease": ..., "timeout_ms": ...}` (ARCHITECTURE.md, "Effect definition").
-        #[arg(long, value_name = "JSON")]
-        definition: String,
-        /// The effect (JSON, or @FILE); without it (and without --proposal), recover.
-        effect: Option<String>,
-        /// Print the proposal EFFECT would submit (its premises read now), recording
-        /// nothing: the decision, to send later with --proposal.
-        #[arg(long)]
-        propose: bool,
-        /// Submit this proposal (JSON, or @FILE), made earlier with --propose.
-        #[arg(long, value_name = "JSON")]
-        proposal: Option<String>,
-        /// The effect's key: the approved request it comes from (JSON, or plain text).
-        #[arg(long)]
-        key: Option<String>,
-        /// The lease it is made under (instead of the definition's).
-        #[arg(long)]
-        lease: Option<String>,
-        /// The approval it is made under.
-        #[arg(long)]
-        approval: Option<String>,
-        /// The agent the journal names as proposing it.
-        #[arg(long, default_value = "agent")]
-        agent: String,
-        /// postgres.insert: the database.
-        #[arg(long, value_name = "URL")]
-        postgres: Option<String>,
-        /// git.*: the repository.
-        #[arg(long, value_name = "DIR")]
-        repo: Option<PathBuf>,
-        /// smtp.send: the server.
-        #[arg(long, value_name = "HOST:PORT")]
-        smtp: Option<String>,
-        /// For tests: stop at this point as a killed process would.
-        #[arg(long, value_enum, hide = true)]
-        crash_at: Option<CrashAt>,
-    },
+    Effect(EffectArgs),
     /// The demo's child processes (run by `demo`).
     #[command(hide = true)]
     DemoChild {
@@ -443,6 +403,50 @@ pub(crate) enum Cmd {
         #[arg(long)]
         journal: Option<PathBuf>,
     },
+}
+
+/// `interlock effect`'s arguments.
+#[derive(Args)]
+pub(crate) struct EffectArgs {
+    /// The journal: a folder (it must exist), or a shared journal's URL.
+    pub(crate) dir: PathBuf,
+    /// The effect definition (JSON, or @FILE): `{"target": NAME, "builtin":
+    /// "git.commit", "lease": ..., "timeout_ms": ...}` (ARCHITECTURE.md, "Effect definition").
+    #[arg(long, value_name = "JSON")]
+    pub(crate) definition: String,
+    /// The effect (JSON, or @FILE); without it (and without --proposal), recover.
+    pub(crate) effect: Option<String>,
+    /// Print the proposal EFFECT would submit (its premises read now), recording
+    /// nothing: the decision, to send later with --proposal.
+    #[arg(long)]
+    pub(crate) propose: bool,
+    /// Submit this proposal (JSON, or @FILE), made earlier with --propose.
+    #[arg(long, value_name = "JSON")]
+    pub(crate) proposal: Option<String>,
+    /// The effect's key: the approved request it comes from (JSON, or plain text).
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// The lease it is made under (instead of the definition's).
+    #[arg(long)]
+    pub(crate) lease: Option<String>,
+    /// The approval it is made under.
+    #[arg(long)]
+    pub(crate) approval: Option<String>,
+    /// The agent the journal names as proposing it.
+    #[arg(long, default_value = "agent")]
+    pub(crate) agent: String,
+    /// postgres.insert: the database.
+    #[arg(long, value_name = "URL")]
+    pub(crate) postgres: Option<String>,
+    /// git.*: the repository.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) repo: Option<PathBuf>,
+    /// smtp.send: the server.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) smtp: Option<String>,
+    /// For tests: stop at this point as a killed process would.
+    #[arg(long, value_enum, hide = true)]
+    pub(crate) crash_at: Option<CrashAt>,
 }
 
 #[derive(Subcommand)]

@@ -3,36 +3,26 @@
 //! recovered. The component's `effects` machine makes every decision; this command opens the
 //! journal and the service client and prints the outcome.
 
-use std::path::{Path, PathBuf};
-
 use interlock_cli::gate::EffectStep;
 use interlock_cli::services::{GitRepository, Postgres, Service, Smtp};
 use interlock_cli::{CrashAction, CrashPoint, Outcome, State};
 use serde_json::{json, Value};
 
-use crate::cli::CrashAt;
+use crate::cli::{CrashAt, EffectArgs};
 use crate::output::{outcome_json, reason_text, state_name, Failure};
 use crate::Ctx;
 
 /// Where the service calls go: the one client the command line names.
-pub(crate) struct Clients {
-    pub(crate) postgres: Option<String>,
-    pub(crate) repo: Option<PathBuf>,
-    pub(crate) smtp: Option<String>,
-}
-
-impl Clients {
-    fn service(self) -> Result<Box<dyn Service>, Failure> {
-        match (self.postgres, self.repo, self.smtp) {
-            (Some(url), None, None) => Ok(Box::new(Postgres::new(&url))),
-            (None, Some(path), None) => Ok(Box::new(GitRepository { path })),
-            (None, None, Some(addr)) => Ok(Box::new(Smtp::new(&addr))),
-            _ => Err(Failure::new(
-                2,
-                "usage",
-                "name the service the target's calls go to: one of --postgres URL, --repo DIR, --smtp HOST:PORT",
-            )),
-        }
+fn service(args: &EffectArgs) -> Result<Box<dyn Service>, Failure> {
+    match (&args.postgres, &args.repo, &args.smtp) {
+        (Some(url), None, None) => Ok(Box::new(Postgres::new(url))),
+        (None, Some(path), None) => Ok(Box::new(GitRepository { path: path.clone() })),
+        (None, None, Some(addr)) => Ok(Box::new(Smtp::new(addr))),
+        _ => Err(Failure::new(
+            2,
+            "usage",
+            "name the service the target's calls go to: one of --postgres URL, --repo DIR, --smtp HOST:PORT",
+        )),
     }
 }
 
@@ -49,22 +39,9 @@ fn json_arg(arg: &str, what: &str) -> Result<String, Failure> {
     Ok(text)
 }
 
-pub(crate) struct Request {
-    pub(crate) definition: String,
-    pub(crate) effect: Option<String>,
-    /// Print the proposal the effect would submit, recording nothing.
-    pub(crate) propose: bool,
-    /// Submit this proposal (made earlier with `propose`) instead of an effect.
-    pub(crate) proposal: Option<String>,
-    pub(crate) key: Option<String>,
-    pub(crate) lease: Option<String>,
-    pub(crate) approval: Option<String>,
-    pub(crate) agent: String,
-    pub(crate) crash_at: Option<CrashAt>,
-}
-
-pub(crate) fn effect(ctx: &Ctx, dir: &Path, req: Request, clients: Clients) -> Result<u8, Failure> {
-    let mut service = clients.service()?;
+pub(crate) fn effect(ctx: &Ctx, req: EffectArgs) -> Result<u8, Failure> {
+    let mut service = service(&req)?;
+    let dir = req.dir.as_path();
     let definition = json_arg(&req.definition, "--definition")?;
     let target = serde_json::from_str::<Value>(&definition).unwrap_or_default()["target"]
         .as_str()
@@ -105,7 +82,7 @@ pub(crate) fn effect(ctx: &Ctx, dir: &Path, req: Request, clients: Clients) -> R
             let overrides = (!overrides.is_empty()).then(|| Value::Object(overrides).to_string());
             let (target, values) = (target.unwrap_or_default(), format!("[{effect}]"));
             if req.propose {
-                let first = effects.propose(&target, &values, overrides.as_deref())?;
+                let first = effects.call(&target, &values, overrides.as_deref(), true)?;
                 return match effects.drive(first, service.as_mut())? {
                     EffectStep::Proposed(p) => {
                         println!("{p}");
@@ -114,7 +91,7 @@ pub(crate) fn effect(ctx: &Ctx, dir: &Path, req: Request, clients: Clients) -> R
                     _ => Err(Failure::new(1, "component", "propose answered no proposal")),
                 };
             }
-            let first = effects.call(&target, &values, overrides.as_deref())?;
+            let first = effects.call(&target, &values, overrides.as_deref(), false)?;
             vec![effects.drive(first, service.as_mut())?]
         }
         (None, Some(proposal)) => {

@@ -591,38 +591,23 @@ impl Effects<'_> {
         gate(api.call_define(&mut self.host.store, &definition.to_owned()))
     }
 
-    /// One call of the effect `target` with `values` (a JSON list) and `overrides`.
+    /// One call of the effect `target` with `values` (a JSON list) and `overrides`, its
+    /// proposal submitted; or, with `propose`, only made (nothing recorded).
     pub fn call(
         &mut self,
         target: &str,
         values: &str,
         overrides: Option<&str>,
+        propose: bool,
     ) -> Result<EffectStep, Error> {
         let api = self.api();
-        let overrides = overrides.map(str::to_owned);
-        gate(api.call_call(
-            &mut self.host.store,
-            target,
-            &values.to_owned(),
-            overrides.as_ref(),
-        ))
-    }
-
-    /// The proposal such a call would submit, nothing recorded.
-    pub fn propose(
-        &mut self,
-        target: &str,
-        values: &str,
-        overrides: Option<&str>,
-    ) -> Result<EffectStep, Error> {
-        let api = self.api();
-        let overrides = overrides.map(str::to_owned);
-        gate(api.call_propose(
-            &mut self.host.store,
-            target,
-            &values.to_owned(),
-            overrides.as_ref(),
-        ))
+        let (values, overrides) = (values.to_owned(), overrides.map(str::to_owned));
+        let store = &mut self.host.store;
+        gate(if propose {
+            api.call_propose(store, target, &values, overrides.as_ref())
+        } else {
+            api.call_call(store, target, &values, overrides.as_ref())
+        })
     }
 
     /// Submits a proposal (made by `propose`, or by hand).

@@ -92,11 +92,11 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
         | Cmd::Rules { dir, .. }
         | Cmd::Confirm { dir, .. }
         | Cmd::RevokeApproval { dir, .. }
-        | Cmd::Effect { dir, .. }
         | Cmd::DemoChild { dir, .. }
         | Cmd::Lease {
             action: LeaseCmd::Grant { dir, .. } | LeaseCmd::Revoke { dir, .. },
         } => Some(dir),
+        Cmd::Effect(args) => Some(&args.dir),
         Cmd::McpProxy { journal, .. } => journal.as_deref(),
         Cmd::Serve { journals, .. } => Some(journals),
     }
@@ -173,40 +173,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             body,
         } => people::confirm(ctx, &dir, scheme, &secret_env, &headers, &body),
         Cmd::RevokeApproval { dir, id } => revoke_approval(ctx, &dir, &id),
-        Cmd::Effect {
-            dir,
-            definition,
-            effect: e,
-            propose,
-            proposal,
-            key,
-            lease,
-            approval,
-            agent,
-            postgres,
-            repo,
-            smtp,
-            crash_at,
-        } => effect::effect(
-            ctx,
-            &dir,
-            effect::Request {
-                definition,
-                effect: e,
-                propose,
-                proposal,
-                key,
-                lease,
-                approval,
-                agent,
-                crash_at,
-            },
-            effect::Clients {
-                postgres,
-                repo,
-                smtp,
-            },
-        ),
+        Cmd::Effect(args) => effect::effect(ctx, args),
         Cmd::DemoChild {
             dir,
             phase,

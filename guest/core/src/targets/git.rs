@@ -69,15 +69,21 @@ pub const RUN: &str = "run";
 /// Who commits when the effect names no author.
 const DEFAULT_AUTHOR: (&str, &str) = ("Interlock agent", "agent@interlock.invalid");
 
-pub struct Commit;
-pub struct Merge;
-pub struct Push;
+/// What a git target's effect does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Commit,
+    Merge,
+    Push,
+}
 
-const TIER: Tier = Tier {
-    dedupes: false,
-    dedupe_window_ms: None,
-    lookup: true,
-};
+/// The git targets: one each for a commit, a merge and a push, sharing the repository's
+/// premises and its lookups.
+pub struct Git(pub Kind);
+
+pub const COMMIT: Git = Git(Kind::Commit);
+pub const MERGE: Git = Git(Kind::Merge);
+pub const PUSH: Git = Git(Kind::Push);
 
 const PATTERNS: &[&str] = &[
     "file:<path>",
@@ -86,163 +92,98 @@ const PATTERNS: &[&str] = &[
     "remote:<remote>/<branch>",
 ];
 
-impl Target for Commit {
+impl Target for Git {
     fn name(&self) -> &'static str {
-        "git.commit"
+        match self.0 {
+            Kind::Commit => "git.commit",
+            Kind::Merge => "git.merge",
+            Kind::Push => "git.push",
+        }
     }
+
     fn service(&self) -> &'static str {
         "git"
     }
+
     fn tier(&self) -> Tier {
-        TIER
+        Tier {
+            dedupes: false,
+            dedupe_window_ms: None,
+            lookup: true,
+        }
     }
+
     fn premises(&self) -> &'static [&'static str] {
         PATTERNS
     }
+
+    /// A commit rests on the files it writes, a merge on the branch it merges, a push on
+    /// the remote's branch; each on its `reads` besides.
     fn premises_of(&self, effect: &Value) -> Vec<String> {
-        let files = effect["files"]
-            .as_object()
-            .into_iter()
-            .flat_map(|m| m.keys());
-        with_reads(files.map(|p| format!("file:{p}")).collect(), effect)
+        let text = |k: &str| effect[k].as_str().unwrap_or_default();
+        let own = match self.0 {
+            Kind::Commit => effect["files"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.keys())
+                .map(|p| format!("file:{p}"))
+                .collect(),
+            Kind::Merge => vec![format!("ref:{}", text("from"))],
+            Kind::Push => vec![format!("remote:{}/{}", text("remote"), text("branch"))],
+        };
+        with_reads(own, effect)
     }
+
     fn check_effect(&self, effect: &Value) -> Result<(), GateError> {
-        let e = Obj::strict(
-            effect,
-            "/effect",
-            "a git commit",
-            &["branch", "files", "message", "base", "author", "reads"],
-        )?;
-        check_branch(
-            &e.name("branch", "the branch to commit on")?,
-            "/effect/branch",
-        )?;
-        let files = Obj::any(
-            e.required("files", "path -> text")?,
-            "/effect/files",
-            "path -> text",
-        )?;
-        if files.map().is_empty() {
-            return Err(field_err("/effect/files", "names no file"));
-        }
-        for (path, text) in files.map() {
-            check_path(path, &files.at(path))?;
-            if !(text.is_string() || text.is_null()) {
-                return Err(field_err(
-                    &files.at(path),
-                    format!(
-                        "must be the file's text, or null to delete it, not {}",
-                        kind(text)
-                    ),
-                ));
+        let fields: &[&str] = match self.0 {
+            Kind::Commit => &["branch", "files", "message", "base", "author", "reads"],
+            Kind::Merge => &["branch", "from", "message", "author", "reads"],
+            Kind::Push => &["remote", "branch", "commit", "reads"],
+        };
+        let what = format!("a {}", self.name().replace('.', " "));
+        let e = Obj::strict(effect, "/effect", &what, fields)?;
+        let branch = e.name("branch", "the branch")?;
+        check_branch(&branch, "/effect/branch")?;
+        match self.0 {
+            Kind::Commit => {
+                check_files(&e)?;
+                check_message(&e, true)?;
+                if let Some(b) = e.get("base") {
+                    check_oid(b, "/effect/base")?;
+                }
+                check_author(&e)?;
+            }
+            Kind::Merge => {
+                let from = e.name("from", "the branch to merge")?;
+                check_branch(&from, "/effect/from")?;
+                if from == branch {
+                    return Err(field_err("/effect/from", "is the branch merged into"));
+                }
+                check_message(&e, false)?;
+                check_author(&e)?;
+            }
+            Kind::Push => {
+                check_remote(&e.name("remote", "the remote's name")?, "/effect/remote")?;
+                check_oid(
+                    e.required("commit", "the commit to push")?,
+                    "/effect/commit",
+                )?;
             }
         }
-        check_message(&e, true)?;
-        if let Some(b) = e.get("base") {
-            check_oid(b, "/effect/base")?;
-        }
-        check_author(&e)?;
         check_reads(&e)
     }
-    fn turn(&self, phase: Phase, cx: &Context<'_>, answers: &[ServiceAnswer]) -> Turn {
-        match phase {
-            Phase::Premises => read_premises(self.name(), cx, answers),
-            Phase::Send => match answers.first() {
-                None => Turn::Call(commit_import(cx, cx.timeout_ms)),
-                Some(a) => Turn::Reply(fast_import_reply(a, cx.effect)),
-            },
-            Phase::Lookup => log_lookup(cx, answers),
-        }
-    }
-}
 
-impl Target for Merge {
-    fn name(&self) -> &'static str {
-        "git.merge"
-    }
-    fn service(&self) -> &'static str {
-        "git"
-    }
-    fn tier(&self) -> Tier {
-        TIER
-    }
-    fn premises(&self) -> &'static [&'static str] {
-        PATTERNS
-    }
-    fn premises_of(&self, effect: &Value) -> Vec<String> {
-        let from = effect["from"].as_str().unwrap_or_default();
-        with_reads(vec![format!("ref:{from}")], effect)
-    }
-    fn check_effect(&self, effect: &Value) -> Result<(), GateError> {
-        let e = Obj::strict(
-            effect,
-            "/effect",
-            "a git merge",
-            &["branch", "from", "message", "author", "reads"],
-        )?;
-        let branch = e.name("branch", "the branch to merge into")?;
-        check_branch(&branch, "/effect/branch")?;
-        let from = e.name("from", "the branch to merge")?;
-        check_branch(&from, "/effect/from")?;
-        if from == branch {
-            return Err(field_err("/effect/from", "is the branch merged into"));
-        }
-        check_message(&e, false)?;
-        check_author(&e)?;
-        check_reads(&e)
-    }
-    fn turn(&self, phase: Phase, cx: &Context<'_>, answers: &[ServiceAnswer]) -> Turn {
-        match phase {
-            Phase::Premises => read_premises(self.name(), cx, answers),
-            Phase::Send => merge_turn(cx, answers),
-            Phase::Lookup => log_lookup(cx, answers),
-        }
-    }
-}
-
-impl Target for Push {
-    fn name(&self) -> &'static str {
-        "git.push"
-    }
-    fn service(&self) -> &'static str {
-        "git"
-    }
-    fn tier(&self) -> Tier {
-        TIER
-    }
-    fn premises(&self) -> &'static [&'static str] {
-        PATTERNS
-    }
-    fn premises_of(&self, effect: &Value) -> Vec<String> {
-        let (remote, branch) = (effect["remote"].as_str(), effect["branch"].as_str());
-        let own = format!(
-            "remote:{}/{}",
-            remote.unwrap_or_default(),
-            branch.unwrap_or_default()
-        );
-        with_reads(vec![own], effect)
-    }
-    fn check_effect(&self, effect: &Value) -> Result<(), GateError> {
-        let e = Obj::strict(
-            effect,
-            "/effect",
-            "a git push",
-            &["remote", "branch", "commit", "reads"],
-        )?;
-        check_remote(&e.name("remote", "the remote's name")?, "/effect/remote")?;
-        check_branch(&e.name("branch", "the remote's branch")?, "/effect/branch")?;
-        check_oid(
-            e.required("commit", "the commit to push")?,
-            "/effect/commit",
-        )?;
-        check_reads(&e)
-    }
     fn turn(&self, phase: Phase, cx: &Context<'_>, answers: &[ServiceAnswer]) -> Turn {
         let (remote, branch) = remote_branch(cx.effect);
         let commit = cx.effect["commit"].as_str().unwrap_or_default();
-        match phase {
-            Phase::Premises => read_premises(self.name(), cx, answers),
-            Phase::Send => match answers.first() {
+        match (phase, self.0) {
+            (Phase::Premises, _) => read_premises(self.name(), cx, answers),
+            (Phase::Send, Kind::Commit) => match answers.first() {
+                None => Turn::Call(commit_import(cx, cx.timeout_ms)),
+                Some(a) => Turn::Reply(fast_import_reply(a, cx.effect)),
+            },
+            (Phase::Send, Kind::Merge) => merge_turn(cx, answers),
+            (Phase::Send, Kind::Push) => match answers.first() {
                 None => Turn::Call(git(
                     &[
                         "push",
@@ -255,7 +196,8 @@ impl Target for Push {
                 )),
                 Some(a) => Turn::Reply(push_reply(a, cx.effect)),
             },
-            Phase::Lookup => push_lookup(remote, branch, commit, answers),
+            (Phase::Lookup, Kind::Push) => push_lookup(remote, branch, commit, answers),
+            (Phase::Lookup, _) => log_lookup(cx, answers),
         }
     }
 }
@@ -296,6 +238,31 @@ fn check_path(p: &str, at: &str) -> Result<(), GateError> {
         });
     ok.then_some(())
         .ok_or_else(|| bad(at, "a path inside the repository", p))
+}
+
+/// A commit's files: path -> the text (or null, to delete it).
+fn check_files(e: &Obj<'_, '_>) -> Result<(), GateError> {
+    let files = Obj::any(
+        e.required("files", "path -> text")?,
+        "/effect/files",
+        "path -> text",
+    )?;
+    if files.map().is_empty() {
+        return Err(field_err("/effect/files", "names no file"));
+    }
+    for (path, text) in files.map() {
+        check_path(path, &files.at(path))?;
+        if !(text.is_string() || text.is_null()) {
+            return Err(field_err(
+                &files.at(path),
+                format!(
+                    "must be the file's text, or null to delete it, not {}",
+                    kind(text)
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn check_remote(r: &str, at: &str) -> Result<(), GateError> {

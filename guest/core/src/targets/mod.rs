@@ -175,9 +175,9 @@ impl fmt::Debug for dyn Target {
 pub const BUILTINS: &[&dyn Target] = &[
     &stripe::Refund,
     &postgres::Insert,
-    &git::Commit,
-    &git::Merge,
-    &git::Push,
+    &git::COMMIT,
+    &git::MERGE,
+    &git::PUSH,
     &smtp::Send,
 ];
 

@@ -31,9 +31,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Protocol, Tuple
 
-from wasmtime.component import Record, Variant
+from wasmtime.component import Variant
 
-from .decorator import Builtin, Interlock
+from .decorator import Builtin, Interlock, ServiceError, builtin_roles
 from .errors import MissingExtra
 from .gate import canonical_json
 
@@ -51,16 +51,6 @@ class Client(Protocol):
              timeout_ms: Optional[int]) -> Answer: ...
 
 
-class _ServiceError(Record):
-    """A WIT ``service-error``."""
-
-    def __init__(self, error: Dict[str, Any]):
-        setattr(self, "error-type", error.get("error_type"))
-        self.status = error.get("status")
-        self.code = error.get("code")
-        self.message = str(error.get("message", ""))
-
-
 def perform(client: Client, call: Any) -> Variant:
     """One ``service-call`` made by ``client``, as the WIT ``service-answer``."""
     kind, value = client.call(call.operation, json.loads(call.params), json.loads(call.options),
@@ -68,7 +58,8 @@ def perform(client: Client, call: Any) -> Variant:
     if kind == "returned":
         return Variant("returned", canonical_json(value))
     if kind == "raised":
-        return Variant("raised", _ServiceError(value))
+        return Variant("raised", ServiceError(value.get("error_type"), value.get("status"), value.get("code"),
+                                              str(value.get("message", ""))))
     return Variant("no-answer", str(value))
 
 
@@ -84,12 +75,8 @@ def builtin(gate: Interlock, name: str, client: Client, *, target: Optional[str]
     ``allowed(effect)``: the host's own authority check."""
     definition: Dict[str, Any] = {"builtin": name, "target": target or name, "timeout_ms": timeout_ms,
                                   "agent": agent, "approval": approval}
-    functions: Dict[str, Callable[..., Any]] = {}
-    for role, value in (("key", key), ("lease", lease), ("bounds", bounds), ("cap", cap), ("allowed", allowed)):
-        if callable(value):
-            functions[role] = value
-        elif value is not None:
-            definition[role] = value
+    functions = builtin_roles(definition, {"key": key, "lease": lease, "bounds": bounds, "cap": cap,
+                                           "allowed": allowed})
     return gate.builtin(definition, lambda call: perform(client, call), functions=functions)
 
 

@@ -71,7 +71,7 @@ fn the_trailer_ends_the_message_in_its_trailer_block() {
 
 #[test]
 fn the_effects_are_checked_at_their_pointer() {
-    Commit.check_effect(&commit()).unwrap();
+    COMMIT.check_effect(&commit()).unwrap();
     let bad = |t: &dyn Target, e: Value| match t.check_effect(&e) {
         Err(GateError::InvalidField { field, .. }) => field,
         other => panic!("{e} was not refused: {other:?}"),
@@ -87,17 +87,17 @@ fn the_effects_are_checked_at_their_pointer() {
         "src/./x",
     ] {
         assert_eq!(
-            bad(&Commit, files(json!({ p: "x" }))),
+            bad(&COMMIT, files(json!({ p: "x" }))),
             pointer("/effect/files", p),
             "{p}"
         );
     }
-    assert_eq!(bad(&Commit, files(json!({}))), "/effect/files");
-    assert_eq!(bad(&Commit, files(json!({"a": 1}))), "/effect/files/a");
+    assert_eq!(bad(&COMMIT, files(json!({}))), "/effect/files");
+    assert_eq!(bad(&COMMIT, files(json!({"a": 1}))), "/effect/files/a");
     for b in ["-x", "a..b", "a b", "x.lock", "a/.b", "@", "a~1"] {
         assert_eq!(
             bad(
-                &Commit,
+                &COMMIT,
                 json!({"branch": b, "files": {"a": "x"}, "message": "m"})
             ),
             "/effect/branch",
@@ -106,45 +106,45 @@ fn the_effects_are_checked_at_their_pointer() {
     }
     assert_eq!(
         bad(
-            &Commit,
+            &COMMIT,
             json!({"branch": "m", "files": {"a": "x"}, "message": " "})
         ),
         "/effect/message"
     );
     assert_eq!(
         bad(
-            &Commit,
+            &COMMIT,
             json!({"branch": "m", "files": {"a": "x"}, "message": "m", "base": "abc"})
         ),
         "/effect/base"
     );
     assert_eq!(
         bad(
-            &Commit,
+            &COMMIT,
             json!({"branch": "m", "files": {"a": "x"}, "message": "m", "reads": ["sym:a"]})
         ),
         "/effect/reads/0"
     );
     assert_eq!(
         bad(
-            &Commit,
+            &COMMIT,
             json!({"branch": "m", "files": {"a": "x"}, "message": "m", "author": {"name": "a <b>", "email": "e"}})
         ),
         "/effect/author/name"
     );
     assert_eq!(
-        bad(&Merge, json!({"branch": "main", "from": "main"})),
+        bad(&MERGE, json!({"branch": "main", "from": "main"})),
         "/effect/from"
     );
     assert_eq!(
         bad(
-            &Push,
+            &PUSH,
             json!({"remote": "--upload-pack=x", "branch": "main", "commit": A})
         ),
         "/effect/remote"
     );
     assert_eq!(
-        bad(&Push, json!({"remote": "origin", "branch": "main"})),
+        bad(&PUSH, json!({"remote": "origin", "branch": "main"})),
         "/effect/commit"
     );
 }
@@ -152,7 +152,7 @@ fn the_effects_are_checked_at_their_pointer() {
 #[test]
 fn a_commit_rests_on_the_files_it_writes_and_what_it_read() {
     assert_eq!(
-        Commit.premises_of(&commit()),
+        COMMIT.premises_of(&commit()),
         [
             "file:old.txt",
             "file:src/lib.rs",
@@ -161,11 +161,11 @@ fn a_commit_rests_on_the_files_it_writes_and_what_it_read() {
         ]
     );
     assert_eq!(
-        Merge.premises_of(&json!({"branch": "main", "from": "agent-a"})),
+        MERGE.premises_of(&json!({"branch": "main", "from": "agent-a"})),
         ["ref:agent-a"]
     );
     assert_eq!(
-        Push.premises_of(&json!({"remote": "origin", "branch": "main", "commit": A})),
+        PUSH.premises_of(&json!({"remote": "origin", "branch": "main", "commit": A})),
         ["remote:origin/main"]
     );
 }
@@ -173,8 +173,8 @@ fn a_commit_rests_on_the_files_it_writes_and_what_it_read() {
 #[test]
 fn premises_are_read_from_the_tree_the_files_and_the_refs() {
     let e = commit();
-    let names = Commit.premises_of(&e);
-    let (calls, reply) = play(&Commit, Phase::Premises, &cx(&e, &names), |c| {
+    let names = COMMIT.premises_of(&e);
+    let (calls, reply) = play(&COMMIT, Phase::Premises, &cx(&e, &names), |c| {
         match args(c)[..] {
             ["--literal-pathspecs", "ls-tree", "-z", "refs/heads/main", "--", ..] => run(
                 0,
@@ -226,11 +226,11 @@ fn the_decision_reads_files_as_of_the_base_and_a_recheck_reads_the_branch() {
     let names = vec![String::from("file:src/lib.rs")];
     let mut at_decision = cx(&e, &names);
     at_decision.decision = true;
-    let Turn::Call(c) = Commit.turn(Phase::Premises, &at_decision, &[]) else {
+    let Turn::Call(c) = COMMIT.turn(Phase::Premises, &at_decision, &[]) else {
         panic!()
     };
     assert_eq!(args(&c)[3], C);
-    let Turn::Call(c) = Commit.turn(Phase::Premises, &cx(&e, &names), &[]) else {
+    let Turn::Call(c) = COMMIT.turn(Phase::Premises, &cx(&e, &names), &[]) else {
         panic!()
     };
     assert_eq!(args(&c)[3], "refs/heads/main");
@@ -239,7 +239,7 @@ fn the_decision_reads_files_as_of_the_base_and_a_recheck_reads_the_branch() {
 #[test]
 fn a_premise_read_that_cannot_be_trusted_fails() {
     let e = commit();
-    let names = Commit.premises_of(&e);
+    let names = COMMIT.premises_of(&e);
     for bad in [
         run(128, "", "fatal: not a tree object"),
         run(0, "garbage", ""),
@@ -247,7 +247,7 @@ fn a_premise_read_that_cannot_be_trusted_fails() {
         ServiceAnswer::Returned(json!({"status": 0})),
         ServiceAnswer::NoAnswer("git could not be started".into()),
     ] {
-        let (_, r) = play(&Commit, Phase::Premises, &cx(&e, &names), |_| bad.clone());
+        let (_, r) = play(&COMMIT, Phase::Premises, &cx(&e, &names), |_| bad.clone());
         assert_eq!(r.kind(), "failed", "{bad:?}");
     }
 }
@@ -256,7 +256,7 @@ fn a_premise_read_that_cannot_be_trusted_fails() {
 fn a_commit_is_one_fast_import_on_the_tip_with_the_trailer() {
     let e = json!({"branch": "main", "files": {"é.txt": "naïve\n", "old.txt": null}, "message": "Fix",
                    "author": {"name": "Agent A", "email": "a@shop"}});
-    let Turn::Call(c) = Commit.turn(Phase::Send, &cx(&e, &[]), &[]) else {
+    let Turn::Call(c) = COMMIT.turn(Phase::Send, &cx(&e, &[]), &[]) else {
         panic!()
     };
     assert_eq!(
@@ -323,7 +323,7 @@ fn every_answer_to_fast_import_maps_to_one_reply() {
 #[test]
 fn a_merge_is_computed_on_one_tip_and_written_on_that_tip_only() {
     let e = json!({"branch": "main", "from": "agent-a"});
-    let (calls, reply) = play(&Merge, Phase::Send, &cx(&e, &[]), |c| match args(c)[0] {
+    let (calls, reply) = play(&MERGE, Phase::Send, &cx(&e, &[]), |c| match args(c)[0] {
         "rev-parse" => run(0, &format!("{A}\n{B}\n"), ""),
         "merge-tree" => run(0, &format!("{C}\0"), ""),
         "fast-import" => run(0, &format!("{A}\n"), ""),
@@ -352,7 +352,7 @@ fn a_merge_is_computed_on_one_tip_and_written_on_that_tip_only() {
         "rev-parse" => run(0, &format!("{A}\n{B}\n"), ""),
         _ => run(1, &format!("{C}\0src/lib.rs\0\0messages"), ""),
     };
-    let (calls, reply) = play(&Merge, Phase::Send, &cx(&e, &[]), conflict);
+    let (calls, reply) = play(&MERGE, Phase::Send, &cx(&e, &[]), conflict);
     assert_eq!(calls.len(), 2, "nothing written");
     assert_eq!(
         reply,
@@ -360,7 +360,7 @@ fn a_merge_is_computed_on_one_tip_and_written_on_that_tip_only() {
             "merging agent-a into main conflicts in src/lib.rs; nothing was written".into()
         )
     );
-    let (calls, reply) = play(&Merge, Phase::Send, &cx(&e, &[]), |_| {
+    let (calls, reply) = play(&MERGE, Phase::Send, &cx(&e, &[]), |_| {
         run(128, "", "fatal: ambiguous argument 'refs/heads/agent-a^{commit}': unknown revision or path not in the working tree.")
     });
     assert_eq!(
@@ -377,7 +377,7 @@ fn a_merge_is_computed_on_one_tip_and_written_on_that_tip_only() {
 #[test]
 fn a_push_is_applied_refused_by_the_remote_or_unknown() {
     let e = json!({"remote": "origin", "branch": "main", "commit": A});
-    let send = |a: ServiceAnswer| play(&Push, Phase::Send, &cx(&e, &[]), |_| a.clone());
+    let send = |a: ServiceAnswer| play(&PUSH, Phase::Send, &cx(&e, &[]), |_| a.clone());
     let (calls, r) = send(run(0, "To x\n \tA:refs/heads/main\t[new]\nDone\n", ""));
     assert_eq!(
         args(&calls[0]),
@@ -424,8 +424,8 @@ fn a_push_is_applied_refused_by_the_remote_or_unknown() {
 #[test]
 fn a_lookup_finds_the_exact_trailer_line_in_the_branch() {
     let e = commit();
-    let look = |out: String| play(&Commit, Phase::Lookup, &cx(&e, &[]), |_| run(0, &out, "")).1;
-    let (calls, _) = play(&Commit, Phase::Lookup, &cx(&e, &[]), |_| run(0, "", ""));
+    let look = |out: String| play(&COMMIT, Phase::Lookup, &cx(&e, &[]), |_| run(0, &out, "")).1;
+    let (calls, _) = play(&COMMIT, Phase::Lookup, &cx(&e, &[]), |_| run(0, "", ""));
     assert_eq!(
         args(&calls[0]),
         [
@@ -449,7 +449,7 @@ fn a_lookup_finds_the_exact_trailer_line_in_the_branch() {
         )),
         Reply::NotFound
     );
-    let (_, r) = play(&Commit, Phase::Lookup, &cx(&e, &[]), |_| {
+    let (_, r) = play(&COMMIT, Phase::Lookup, &cx(&e, &[]), |_| {
         run(128, "", "fatal: bad revision")
     });
     assert_eq!(r.kind(), "failed");
@@ -459,7 +459,7 @@ fn a_lookup_finds_the_exact_trailer_line_in_the_branch() {
 fn a_push_lookup_asks_the_remote() {
     let e = json!({"remote": "origin", "branch": "main", "commit": A});
     let look = |tip: Option<&str>, ancestor: i64| {
-        play(&Push, Phase::Lookup, &cx(&e, &[]), |c| match args(c)[0] {
+        play(&PUSH, Phase::Lookup, &cx(&e, &[]), |c| match args(c)[0] {
             "ls-remote" => run(
                 0,
                 &tip.map(|t| format!("{t}\trefs/heads/main\n"))
