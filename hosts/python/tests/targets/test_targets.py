@@ -185,3 +185,26 @@ def test_f12_a_stale_approval_goes_back_to_the_approver(make_world: Any, make_ho
     o = host.call(world.effect(), KEY, approval="apr-7")
     assert (o["state"], o["reason"], o["return_to"]) == ("REFUSED", "approval_stale", "manager@shop"), o
     assert world.count() == (1 if world.service == "postgres" else 0)
+
+
+def test_git_a_symbol_read_is_a_premise_of_its_own(make_world: Any, make_host: Any) -> None:
+    """An agent documents parse() in README.md, having read parse's text: a change to
+    another function of src/lib.rs does not refuse it; a change to parse's does."""
+    world = make_world("git")
+    host = make_host(world, DEFINITIONS["git"])
+
+    def doc(key: str) -> Any:
+        effect = {"branch": "main", "files": {"README.md": "# shop\n\nparse(s) counts bytes.\n"},
+                  "message": "docs: parse", "base": world.head(), "reads": ["symbol:src/lib.rs#parse"]}
+        return host.propose(effect, key)
+
+    decided = doc("docs:1")
+    assert decided["premises"]["symbol:src/lib.rs#parse"] == "pub fn parse(s: &str) -> u32 {\n    s.len() as u32\n}"
+    world.change(text="pub fn parse(s: &str) -> u32 {\n    s.len() as u32\n}\n\npub fn third() {}\n")  # not parse
+    assert state(host.submit(decided)) == ("COMMITTED", None)
+    decided = doc("docs:2")
+    world.change(text="pub fn parse(s: &str) -> u32 {\n    s.chars().count() as u32\n}\n")  # parse itself
+    o = host.submit(decided)
+    assert state(o) == ("REFUSED", "premise_changed"), o
+    [[name, _, now]] = o["changed"]
+    assert name == "symbol:src/lib.rs#parse" and "chars()" in now
