@@ -106,11 +106,7 @@ impl Target for Git {
     }
 
     fn tier(&self) -> Tier {
-        Tier {
-            dedupes: false,
-            dedupe_window_ms: None,
-            lookup: true,
-        }
+        Tier::LOOKUP
     }
 
     fn premises(&self) -> &'static [&'static str] {

@@ -143,6 +143,15 @@ pub struct Tier {
     pub lookup: bool,
 }
 
+impl Tier {
+    /// Tier 2: no dedupe, a lookup.
+    pub const LOOKUP: Tier = Tier {
+        dedupes: false,
+        dedupe_window_ms: None,
+        lookup: true,
+    };
+}
+
 /// A real target, defined once.
 pub trait Target: Sync {
     /// Its name in an effect definition's `builtin` (`stripe.refund`).

@@ -74,11 +74,7 @@ impl Target for Insert {
     }
 
     fn tier(&self) -> Tier {
-        Tier {
-            dedupes: false,
-            dedupe_window_ms: None,
-            lookup: true,
-        }
+        Tier::LOOKUP
     }
 
     fn premises(&self) -> &'static [&'static str] {
