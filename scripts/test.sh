@@ -35,6 +35,8 @@ step "python host"
 # The CLI binary `cargo test --workspace` built above (a separate `cargo build -p` would
 # resolve features differently and build wasmtime a second time).
 INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash hosts/python/test.sh
+step "the Stripe demo: localstripe through the official SDK, the sender killed mid-send, one refund"
+INTERLOCK_PY_VENV="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}" bash scripts/demo-stripe.sh >/dev/null
 step "MCP proxies: the latency bench, quick (results/mcp.md comes from its full run)"
 "${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" experiments/mcp-bench/bench.py \
   --cli "$CARGO_TARGET_DIR/debug/interlock" --quick

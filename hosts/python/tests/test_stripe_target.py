@@ -146,6 +146,10 @@ def test_a_refund_lands_once_carrying_the_effect_id(shop: Shop, direct: stripe.S
     assert out.result == {"id": r.id, "amount": 2000, "charge": ch, "status": "succeeded"}
     receipt = shop.gate.receipt(out.effect_id)
     assert receipt["proposed"]["premises"] == {"eligible": True, "refunded_by_others_cents": 0}
+    # What the component says of the target: its tier against real Stripe, and its premises.
+    assert json.loads(shop.gate.host()._call("effects.builtins"))["stripe.refund"] == {
+        "service": "stripe", "premises": ["eligible", "refunded_by_others_cents"],
+        "dedupes": True, "dedupe_window_ms": 24 * 3600 * 1000, "lookup": True}
     assert (receipt["target"]["dedupes"], receipt["target"]["lookup"]) == (False, True)
     # The same request again: the first outcome, nothing sent (F3).
     again = shop.refund(effect(ch), key=KEY)
