@@ -40,6 +40,8 @@ INTERLOCK_PY_VENV="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}" bash scripts/d
 step "MCP proxies: the latency bench, quick (results/mcp.md comes from its full run)"
 "${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" experiments/mcp-bench/bench.py \
   --cli "$CARGO_TARGET_DIR/debug/interlock" --quick
+step "real targets: PostgreSQL, git and email beside a direct call, quick (results/targets.md comes from its full run)"
+"${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" experiments/targets/bench.py --quick
 step "frameworks: every 'with Interlock' cell of results/frameworks/*.json holds"
 python3 experiments/frameworks/render.py --check
 step "node host"

@@ -362,6 +362,8 @@ struct Conversation {
     idempotency_key: String,
     names: Vec<String>,
     timeout_ms: Option<u64>,
+    /// The premise read a proposal is made from (not a re-check).
+    decision: bool,
     answers: Vec<ServiceAnswer>,
 }
 
@@ -373,6 +375,7 @@ impl Conversation {
             idempotency_key: &self.idempotency_key,
             names: &self.names,
             timeout_ms: self.timeout_ms,
+            decision: self.decision,
         };
         self.builtin.turn(self.phase, &cx, &self.answers)
     }
@@ -681,6 +684,7 @@ impl EffectSession {
             idempotency_key: idempotency_key.into(),
             names,
             timeout_ms,
+            decision: matches!(after, After::Draft(_)),
             answers: Vec::new(),
         };
         self.converse(gate, j, now_ms, conv, after)
@@ -773,7 +777,7 @@ impl EffectSession {
         if draft.premises.is_none() && d.has(Role::Premises) {
             if let Some(b) = d.builtin {
                 let (effect, id) = (canonical(&draft.effect), draft.effect_id.clone());
-                let names = b.premises().iter().map(|n| String::from(*n)).collect();
+                let names = b.premises_of(&draft.effect);
                 let id = id.unwrap_or_default();
                 return self.start_conversation(
                     gate,

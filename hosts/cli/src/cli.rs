@@ -142,6 +142,16 @@ outside 300 s, a replayed event or an unknown effect records nothing.
 
 Exit codes: 0 recorded; 2 rejected (why on stderr), nothing recorded (`interlock --help`).";
 
+const EFFECT_HELP: &str = "\
+Two coding agents, one file (each commits on the commit it read; the second is refused,
+told what changed):
+  interlock effect JOURNAL --repo . --key task-17 \\
+    --definition '{\"target\": \"repo\", \"builtin\": \"git.commit\", \"lease\": \"agent-a\"}' \\
+    '{\"branch\": \"main\", \"base\": \"<commit read>\", \"files\": {\"src/lib.rs\": \"...\"}, \"message\": \"...\"}'
+  interlock effect JOURNAL --repo . --definition '...'      # no EFFECT: recover the open ones
+Exit codes: 0 COMMITTED; 1 REFUSED, AMBIGUOUS or still open (--json: the outcome); 2 usage or
+input error, nothing recorded.";
+
 const REVOKE_HELP: &str = "\
 Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
 
@@ -377,6 +387,12 @@ pub(crate) enum Cmd {
         #[arg(long, value_name = "SECONDS")]
         notify_every: Option<u64>,
     },
+    /// Gate one effect of a built-in target (postgres.insert, git.commit, git.merge,
+    /// git.push, smtp.send; docs/targets.md), or, with no EFFECT, recover the open effects of
+    /// the definition's target. Prints the outcome (exit 0 when it is COMMITTED, 1 when it is
+    /// anything else: REFUSED, AMBIGUOUS, still open).
+    #[command(after_help = EFFECT_HELP)]
+    Effect(EffectArgs),
     /// The demo's child processes (run by `demo`).
     #[command(hide = true)]
     DemoChild {
@@ -387,6 +403,50 @@ pub(crate) enum Cmd {
         #[arg(long)]
         journal: Option<PathBuf>,
     },
+}
+
+/// `interlock effect`'s arguments.
+#[derive(Args)]
+pub(crate) struct EffectArgs {
+    /// The journal: a folder (it must exist), or a shared journal's URL.
+    pub(crate) dir: PathBuf,
+    /// The effect definition (JSON, or @FILE): `{"target": NAME, "builtin":
+    /// "git.commit", "lease": ..., "timeout_ms": ...}` (ARCHITECTURE.md, "Effect definition").
+    #[arg(long, value_name = "JSON")]
+    pub(crate) definition: String,
+    /// The effect (JSON, or @FILE); without it (and without --proposal), recover.
+    pub(crate) effect: Option<String>,
+    /// Print the proposal EFFECT would submit (its premises read now), recording
+    /// nothing: the decision, to send later with --proposal.
+    #[arg(long)]
+    pub(crate) propose: bool,
+    /// Submit this proposal (JSON, or @FILE), made earlier with --propose.
+    #[arg(long, value_name = "JSON")]
+    pub(crate) proposal: Option<String>,
+    /// The effect's key: the approved request it comes from (JSON, or plain text).
+    #[arg(long)]
+    pub(crate) key: Option<String>,
+    /// The lease it is made under (instead of the definition's).
+    #[arg(long)]
+    pub(crate) lease: Option<String>,
+    /// The approval it is made under.
+    #[arg(long)]
+    pub(crate) approval: Option<String>,
+    /// The agent the journal names as proposing it.
+    #[arg(long, default_value = "agent")]
+    pub(crate) agent: String,
+    /// postgres.insert: the database.
+    #[arg(long, value_name = "URL")]
+    pub(crate) postgres: Option<String>,
+    /// git.*: the repository.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) repo: Option<PathBuf>,
+    /// smtp.send: the server.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub(crate) smtp: Option<String>,
+    /// For tests: stop at this point as a killed process would.
+    #[arg(long, value_enum, hide = true)]
+    pub(crate) crash_at: Option<CrashAt>,
 }
 
 #[derive(Subcommand)]
@@ -438,6 +498,13 @@ impl Verdict {
             Verdict::Dismiss => "dismiss",
         }
     }
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub(crate) enum CrashAt {
+    BeforeSend,
+    AfterSend,
+    InRecovery,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

@@ -8,6 +8,7 @@ use std::fmt;
 
 use wasmtime::Store;
 
+use crate::bindings::exports::interlock::gate::effects::Guest as EffectsApi;
 pub use crate::bindings::exports::interlock::gate::gate::WebhookScheme;
 use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
 use crate::bindings::exports::interlock::gate::journal_admin::{Guest as AdminApi, RepairReport};
@@ -139,6 +140,7 @@ pub type Recovered = (String, Result<Outcome, Error>);
 pub(crate) struct Exports {
     pub(crate) gate: Guest,
     pub(crate) tools: ToolsApi,
+    pub(crate) effects: EffectsApi,
     pub(crate) admin: AdminApi,
 }
 
@@ -427,6 +429,10 @@ impl GateHost {
 
     /// The component's tool mapping (`interlock:gate/tools`: which tool calls are effects
     /// and how one becomes a premise read, a proposal, a send and a lookup).
+    pub fn effects(&mut self) -> Effects<'_> {
+        Effects { host: self }
+    }
+
     pub fn tools(&mut self) -> Tools<'_> {
         Tools { host: self }
     }
@@ -556,6 +562,115 @@ impl Tools<'_> {
 }
 
 pub use crate::bindings::exports::interlock::gate::tools::ToolReply;
+
+/// The effect-definition machine of one gate instance (see [`GateHost::effects`]): here
+/// for the built-in targets (wit/targets.wit), whose steps are service calls the host makes
+/// with its clients (`crate::services`). Every input is JSON text, checked by the component.
+pub struct Effects<'a> {
+    host: &'a mut GateHost,
+}
+
+pub use crate::bindings::exports::interlock::gate::effects::{EffectCall, EffectStep};
+pub use crate::bindings::interlock::gate::targets::{ServiceAnswer, ServiceCall, ServiceError};
+
+impl Effects<'_> {
+    fn api(&self) -> EffectsApi {
+        self.host.gate.effects.clone()
+    }
+
+    /// The agent of the definitions that name none (the gate's defaults otherwise).
+    pub fn configure(&mut self, agent: &str) -> Result<(), Error> {
+        let api = self.api();
+        gate(api.call_configure(&mut self.host.store, agent, None, None))
+    }
+
+    /// Defines an effect; the agent whose standing lease it runs under, if it names no
+    /// authority.
+    pub fn define(&mut self, definition: &str) -> Result<Option<String>, Error> {
+        let api = self.api();
+        gate(api.call_define(&mut self.host.store, &definition.to_owned()))
+    }
+
+    /// One call of the effect `target` with `values` (a JSON list) and `overrides`, its
+    /// proposal submitted; or, with `propose`, only made (nothing recorded).
+    pub fn call(
+        &mut self,
+        target: &str,
+        values: &str,
+        overrides: Option<&str>,
+        propose: bool,
+    ) -> Result<EffectStep, Error> {
+        let api = self.api();
+        let (values, overrides) = (values.to_owned(), overrides.map(str::to_owned));
+        let store = &mut self.host.store;
+        gate(if propose {
+            api.call_propose(store, target, &values, overrides.as_ref())
+        } else {
+            api.call_call(store, target, &values, overrides.as_ref())
+        })
+    }
+
+    /// Submits a proposal (made by `propose`, or by hand).
+    pub fn submit(&mut self, proposal: &str) -> Result<EffectStep, Error> {
+        let api = self.api();
+        gate(api.call_submit(&mut self.host.store, &proposal.to_owned()))
+    }
+
+    /// Recovers one open effect (waiting out a live claim).
+    pub fn recover(&mut self, effect: &str) -> Result<EffectStep, Error> {
+        let api = self.api();
+        gate(api.call_recover(&mut self.host.store, &effect.to_owned()))
+    }
+
+    /// Continues call `id` with what its function did (or that the host slept).
+    pub fn resume(&mut self, id: u64, answer: &CallAnswer) -> Result<EffectStep, Error> {
+        let api = self.api();
+        gate(api.call_resume(&mut self.host.store, id, answer))
+    }
+
+    /// Continues service call `id` with what the service answered.
+    pub fn answer(&mut self, id: u64, answer: &ServiceAnswer) -> Result<EffectStep, Error> {
+        let api = self.api();
+        gate(api.call_answer(&mut self.host.store, id, answer))
+    }
+
+    /// Drives `step` to its end, `done` (or `proposed`, for `propose`): each service call
+    /// made by `service`, each sleep slept, a crash as the host's crash action. A built-in
+    /// target's definition given on the command line has no functions, so a function's
+    /// call is answered `failed`.
+    pub fn drive(
+        &mut self,
+        mut step: EffectStep,
+        service: &mut dyn crate::services::Service,
+    ) -> Result<EffectStep, Error> {
+        loop {
+            step = match step {
+                end @ (EffectStep::Done(_) | EffectStep::Proposed(_)) => return Ok(end),
+                EffectStep::Crash(point) => {
+                    return match self.host.crash {
+                        Some(CrashAction::Abort) => std::process::abort(),
+                        _ => Err(Error::Crashed(point)),
+                    };
+                }
+                EffectStep::Sleep((id, ms)) => {
+                    self.host.clock.sleep(ms);
+                    self.resume(id, &CallAnswer::Slept)?
+                }
+                EffectStep::Call(c) => self.resume(
+                    c.id,
+                    &CallAnswer::Failed(format!(
+                        "this host gives {} no {:?} function",
+                        c.target, c.role
+                    )),
+                )?,
+                EffectStep::Request(r) => {
+                    let answer = crate::services::answer_of(service, &r);
+                    self.answer(r.id, &answer)?
+                }
+            };
+        }
+    }
+}
 
 /// Splits a call's two failure layers: a trap (outer) and the gate's own error (inner).
 fn gate<T>(r: wasmtime::Result<Result<T, GateError>>) -> Result<T, Error> {

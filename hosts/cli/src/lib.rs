@@ -15,6 +15,7 @@ pub mod mcp_proxy;
 pub mod payments_component;
 pub mod runtime;
 pub mod serve;
+pub mod services;
 pub mod storage;
 pub mod targets;
 
@@ -33,7 +34,7 @@ pub use bindings::interlock::gate::target::{
 pub use bindings::interlock::gate::types::JournalError;
 pub use bindings::interlock::gate::types::{Executed, Outcome, PremiseChange, Reason, State};
 pub use clock::Clock;
-pub use gate::{CrashPoint, Error, GateHost};
+pub use gate::{CrashAction, CrashPoint, Effects, Error, GateHost};
 pub use runtime::Runtime;
 pub use storage::{MemoryFiles, Storage, SwitchFiles};
 pub use targets::{PaymentsTarget, Targets};

@@ -5,6 +5,7 @@
 
 mod cli;
 mod demo;
+mod effect;
 mod operator;
 mod output;
 mod people;
@@ -95,6 +96,7 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
         | Cmd::Lease {
             action: LeaseCmd::Grant { dir, .. } | LeaseCmd::Revoke { dir, .. },
         } => Some(dir),
+        Cmd::Effect(args) => Some(&args.dir),
         Cmd::McpProxy { journal, .. } => journal.as_deref(),
         Cmd::Serve { journals, .. } => Some(journals),
     }
@@ -171,6 +173,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             body,
         } => people::confirm(ctx, &dir, scheme, &secret_env, &headers, &body),
         Cmd::RevokeApproval { dir, id } => revoke_approval(ctx, &dir, &id),
+        Cmd::Effect(args) => effect::effect(ctx, args),
         Cmd::DemoChild {
             dir,
             phase,

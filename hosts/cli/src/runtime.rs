@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker};
 use wasmtime::{AsContextMut, Config, Engine};
 
-use crate::bindings::exports::interlock::gate::{gate, journal_admin, tools};
+use crate::bindings::exports::interlock::gate::{effects, gate, journal_admin, tools};
 use crate::bindings::{interlock, wasi};
 use crate::gate::{Exports, HostState};
 
@@ -26,6 +26,7 @@ pub const WASM_NAME: &str = "interlock_component.wasm";
 pub(crate) struct ExportIndices {
     gate: gate::GuestIndices,
     tools: tools::GuestIndices,
+    effects: effects::GuestIndices,
     admin: journal_admin::GuestIndices,
 }
 
@@ -34,6 +35,7 @@ impl ExportIndices {
         Ok(ExportIndices {
             gate: gate::GuestIndices::new(pre)?,
             tools: tools::GuestIndices::new(pre)?,
+            effects: effects::GuestIndices::new(pre)?,
             admin: journal_admin::GuestIndices::new(pre)?,
         })
     }
@@ -46,6 +48,7 @@ impl ExportIndices {
         Ok(Exports {
             gate: self.gate.load(&mut store, instance)?,
             tools: self.tools.load(&mut store, instance)?,
+            effects: self.effects.load(&mut store, instance)?,
             admin: self.admin.load(&mut store, instance)?,
         })
     }

@@ -2,6 +2,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
@@ -13,6 +14,8 @@ sys.path.insert(0, str(HERE))  # conformance_driver, sql_backends
 # The framework tests' shared modules (rows: the world of the original's four rows, the
 # workers). One conftest for the whole tree: a second would shadow this one's names.
 sys.path.insert(0, str(HERE / "frameworks"))
+# The built-in targets' shared modules (worlds: the real services; hosts: the two hosts).
+sys.path.insert(0, str(HERE / "targets"))
 
 from sql_backends import Cluster, PostgresBackend, SqliteBackend  # noqa: E402 - needs the path above
 
@@ -78,3 +81,55 @@ def world(tmp_path):
     from rows import World
 
     return World.create(tmp_path / "world")
+
+
+# -- the built-in targets' tests (tests/targets): a real service and a host (Python or the CLI)
+
+
+@pytest.fixture(params=["python", "cli"])
+def host_kind(request: Any) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def make_world(request: Any, tmp_path: Path) -> Iterator[Any]:
+    made: List[Any] = []
+
+    def make(kind: str) -> Any:
+        from worlds import GitWorld, PgWorld, SmtpWorld
+
+        if kind == "postgres":
+            w: Any = PgWorld(request.getfixturevalue("pg_cluster"))
+        elif kind == "git":
+            w = GitWorld(tmp_path)
+        else:
+            w = SmtpWorld(tmp_path)
+        made.append(w)
+        return w
+
+    yield make
+    for w in made:
+        if hasattr(w, "stop"):
+            w.stop()
+
+
+@pytest.fixture
+def make_host(request: Any, tmp_path: Path, host_kind: str) -> Iterator[Any]:
+    made: List[Any] = []
+
+    def make(world: Any, definition: Dict[str, Any], lease: bool = True) -> Any:
+        from hosts import LEASE, CliHost, PythonHost
+
+        journal = tmp_path / f"journal-{len(made)}"
+        if host_kind == "python":
+            h: Any = PythonHost(journal, world, definition)
+        else:
+            h = CliHost(request.getfixturevalue("cli"), journal, world, definition)
+        made.append(h)
+        if lease:
+            h.lease(LEASE)
+        return h
+
+    yield make
+    for h in made:
+        h.close()

@@ -24,6 +24,9 @@ use crate::canon::canonical;
 use crate::schema::field_err;
 use crate::types::{GateError, Reply};
 
+pub mod git;
+pub mod postgres;
+pub mod smtp;
 pub mod stripe;
 
 /// Which of the gate's steps a target performs.
@@ -50,6 +53,10 @@ pub struct Context<'a> {
     pub names: &'a [String],
     /// For [`Phase::Send`]: how long the host may wait for the answer.
     pub timeout_ms: Option<u64>,
+    /// For [`Phase::Premises`]: this read is the one a proposal is made from (what the agent
+    /// decided on), not a re-check. A target may read it as of what the agent saw (git's
+    /// `base`); a re-check always reads the present.
+    pub decision: bool,
 }
 
 /// One call of the service's SDK for the host to make.
@@ -136,6 +143,15 @@ pub struct Tier {
     pub lookup: bool,
 }
 
+impl Tier {
+    /// Tier 2: no dedupe, a lookup.
+    pub const LOOKUP: Tier = Tier {
+        dedupes: false,
+        dedupe_window_ms: None,
+        lookup: true,
+    };
+}
+
 /// A real target, defined once.
 pub trait Target: Sync {
     /// Its name in an effect definition's `builtin` (`stripe.refund`).
@@ -144,8 +160,14 @@ pub trait Target: Sync {
     fn service(&self) -> &'static str;
     /// What the service can do.
     fn tier(&self) -> Tier;
-    /// The premises it reads.
+    /// The premises it reads (for a target whose premises depend on the effect, their
+    /// patterns: `file:<path>`).
     fn premises(&self) -> &'static [&'static str];
+    /// The premises it reads for `effect` (checked by [`Target::check_effect`]).
+    fn premises_of(&self, effect: &Value) -> Vec<String> {
+        let _ = effect;
+        self.premises().iter().map(|p| String::from(*p)).collect()
+    }
     /// Checks an effect object (every problem `invalid-field` at its pointer, `/effect/...`).
     fn check_effect(&self, effect: &Value) -> Result<(), GateError>;
     /// The next call of `phase`, or its reply, given the answers so far (in order).
@@ -159,7 +181,14 @@ impl fmt::Debug for dyn Target {
 }
 
 /// Every built-in target.
-pub const BUILTINS: &[&dyn Target] = &[&stripe::Refund];
+pub const BUILTINS: &[&dyn Target] = &[
+    &stripe::Refund,
+    &postgres::Insert,
+    &git::COMMIT,
+    &git::MERGE,
+    &git::PUSH,
+    &smtp::Send,
+];
 
 /// The built-in target `name`, or `invalid-field` at `at` naming the ones there are.
 pub fn builtin(name: &str, at: &str) -> Result<&'static dyn Target, GateError> {
@@ -264,3 +293,6 @@ pub fn captured(target: &str, names: &[String], all: &Map<String, Value>) -> Rep
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod testing;

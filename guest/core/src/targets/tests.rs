@@ -29,6 +29,7 @@ fn cx<'a>(effect: &'a Value, names: &'a [String]) -> Context<'a> {
         idempotency_key: ID,
         names,
         timeout_ms: Some(5000),
+        decision: false,
     }
 }
 

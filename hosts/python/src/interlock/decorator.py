@@ -31,7 +31,7 @@ import threading
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, List, Optional, Protocol, Sequence, Set, Tuple, Union, cast, overload
 
-from wasmtime.component import Variant
+from wasmtime.component import Record, Variant
 
 from .clock import SystemClock
 from .errors import InterlockError, InvalidField, Rejected, SimulatedCrash
@@ -227,6 +227,29 @@ class Effect:
         if call.role == "apply" and isinstance(e, self.rejects):
             return Variant("refused", _why(e))
         return Variant("failed", _why(e))
+
+
+class ServiceError(Record):
+    """A WIT ``service-error``: what a built-in target's service raised, as it says it."""
+
+    def __init__(self, error_type: Optional[str], status: Optional[int], code: Optional[str], message: str):
+        setattr(self, "error-type", error_type)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def builtin_roles(definition: Dict[str, Any], roles: Dict[str, Any]) -> Dict[str, Callable[..., Any]]:
+    """The roles a host module takes for a built-in target (``key``, ``lease``, ``bounds``,
+    ``cap``, ``allowed``): each given as a function is returned, to be called with the
+    effect object; each given as a value goes into ``definition``."""
+    functions: Dict[str, Callable[..., Any]] = {}
+    for role, value in roles.items():
+        if callable(value):
+            functions[role] = value
+        elif value is not None:
+            definition[role] = value
+    return functions
 
 
 class Builtin:

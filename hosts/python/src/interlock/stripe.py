@@ -22,21 +22,11 @@ import json
 from typing import Any, Callable, Dict, Optional
 
 import stripe
-from wasmtime.component import Record, Variant
+from wasmtime.component import Variant
 
-from .decorator import Builtin, Interlock
+from .decorator import Builtin, Interlock, ServiceError, builtin_roles
 
 BUILTIN = "stripe.refund"
-
-
-class _ServiceError(Record):
-    """A WIT ``service-error``."""
-
-    def __init__(self, error_type: Optional[str], status: Optional[int], code: Optional[str], message: str):
-        setattr(self, "error-type", error_type)
-        self.status = status
-        self.code = code
-        self.message = message
 
 
 def client(api_key: str, *, base_url: Optional[str] = None, timeout_ms: int = 30_000) -> stripe.StripeClient:
@@ -58,7 +48,7 @@ def perform(sdk: stripe.StripeClient, call: Any) -> Variant:
         obj = fn(*args, params=params or None, options=options or None)
     except stripe.StripeError as e:
         error_type = getattr(e.error, "type", None) if e.error is not None else None
-        return Variant("raised", _ServiceError(error_type or type(e).__name__, e.http_status, e.code,
+        return Variant("raised", ServiceError(error_type or type(e).__name__, e.http_status, e.code,
                                                e.user_message or str(e)))
     return Variant("returned", json.dumps(obj.to_dict(for_json=True)))
 
@@ -82,11 +72,7 @@ def refunds(gate: Interlock, sdk: Optional[stripe.StripeClient] = None, *, api_k
     definition: Dict[str, Any] = {"builtin": BUILTIN, "target": target, "dedupes": dedupes,
                                   "dedupe_window_ms": dedupe_window_ms, "timeout_ms": timeout_ms,
                                   "agent": agent, "approval": approval}
-    functions: Dict[str, Callable[..., Any]] = {}
-    for role, value in (("key", key), ("lease", lease), ("bounds", bounds), ("cap", cap), ("allowed", allowed)):
-        if callable(value):
-            functions[role] = value
-        elif value is not None:
-            definition[role] = value
+    functions = builtin_roles(definition, {"key": key, "lease": lease, "bounds": bounds, "cap": cap,
+                                           "allowed": allowed})
     made = sdk
     return gate.builtin(definition, lambda call: perform(made, call), functions=functions)

@@ -12,8 +12,12 @@ JSON line and exits. The refund step is:
   id, stable across DBOS's re-execution of the step;
 - with Interlock: ``gated_step(refund_money, ...)``, the gated step of interlock.dbos.
 
-Faults are the world's (refund_effect.py): ``kill_before_refund``, ``kill_after_refund``.
-Approval, alone: DBOS's documented way, the workflow waits for a message (``DBOS.recv``).
+A job's ``"recover_at_start": false`` leaves out the gate's recovery at launch, so only
+DBOS's recovery (re-running the step whose output was never recorded) settles an effect the
+dead run left open. A world may keep its system database and journal in PostgreSQL
+(``refund_effect.use_postgres``). Faults are the world's (refund_effect.py):
+``kill_before_refund``, ``kill_after_refund``. Approval, alone: DBOS's documented way, the
+workflow waits for a message (``DBOS.recv``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from typing import Any, Dict, List, Optional
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from refund_effect import approve, grant_lease, revoke  # noqa: E402
+from refund_effect import approve, grant_lease, postgres_urls, revoke  # noqa: E402
 from rows import APPROVAL, APPROVER, LEASE, ORDER, REFUND_CENTS, World  # noqa: E402
 
 import interlock  # noqa: E402
@@ -39,6 +43,9 @@ APP = "refund-app"
 
 
 def system_db(world: World) -> str:
+    pg = postgres_urls(world)
+    if pg is not None:
+        return pg["system_database_url"]
     return "sqlite:///" + str((world.dir / "dbos.sqlite").resolve())
 
 
@@ -75,7 +82,7 @@ def serve(world_dir: str, job: Dict[str, Any], start: bool) -> None:
         step = refund_gated if j["gated"] else refund_alone
         return step(j["order"], j["amount"], j["case"], j.get("approval"))
 
-    if gate.open_effects():
+    if job.get("recover_at_start", True) and gate.open_effects():
         gate.recover()  # once, on startup (before DBOS resumes the workflows)
     DBOS.launch()  # recovers this executor's PENDING workflows
     try:

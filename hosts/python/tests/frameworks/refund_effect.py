@@ -4,6 +4,7 @@ they share with the driver. Used by temporal_worker.py and dbos_worker.py."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Dict, Optional
 
 from rows import CAP_CENTS, World
@@ -15,7 +16,23 @@ from interlock.decorator import Gated
 CLAIM_MS = 2_000
 
 
+def use_postgres(world: World, system_database_url: str, journal_url: str) -> None:
+    """Puts the world's DBOS system database and its Interlock journal in PostgreSQL (both
+    URLs kept in the world's folder, so every process of a row reads the same ones)."""
+    (world.dir / "postgres.json").write_text(
+        json.dumps({"system_database_url": system_database_url, "journal_url": journal_url}), encoding="utf-8")
+
+
+def postgres_urls(world: World) -> Optional[Dict[str, str]]:
+    """The world's PostgreSQL URLs (:func:`use_postgres`), or None."""
+    path = world.dir / "postgres.json"
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
 def journal_url(world: World) -> str:
+    pg = postgres_urls(world)
+    if pg is not None:
+        return pg["journal_url"]
     # A SQLite journal: the driver approves and revokes while a worker may hold it.
     return "sqlite://" + str((world.dir / "journal.db").resolve())
 
