@@ -19,9 +19,8 @@ use anyhow::{Context, Result};
 use clap::Parser;
 #[cfg(feature = "mcp-proxy")]
 use interlock_cli::mcp_proxy;
-use interlock_cli::runtime;
 #[cfg(feature = "serve")]
-use interlock_cli::serve;
+use interlock_cli::{runtime, serve};
 use interlock_cli::{Clock, GateHost, Runtime, Storage};
 use interlock_file_journal::StdFiles;
 use interlock_payments_sim::Payments;
