@@ -398,6 +398,7 @@ impl Ctx {
     }
 
     /// A gate over an empty journal in memory: for the checks that record nothing.
+    #[cfg(feature = "mcp-proxy")]
     fn gate_for_tools(&self) -> Result<GateHost, Failure> {
         Ok(GateHost::new(
             &self.runtime()?,
