@@ -20,13 +20,20 @@ step "format";  cargo fmt --all -- --check
                 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
 step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
                 cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
+                CARGO_TARGET_DIR="$CARGO_TARGET_DIR/gate-api" \
+                  cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 --features api -- -D warnings
                 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/http-gate" \
                   cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 --features http -- -D warnings
                 cargo clippy --manifest-path guest/component-rt/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path adapters/payments-sim/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path adapters/journal/contract/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 cargo clippy --manifest-path tests/conformance/runner/Cargo.toml --target wasm32-wasip2 -- -D warnings
-step "component"; bash scripts/build-wasm.sh
+                # The CLI the demo builds (scripts/demo.sh: no serve, mcp-proxy or SQL journals).
+                cargo clippy -p interlock-cli --no-default-features -- -D warnings
+# The committed components (dist/, what every host and test below loads, and what the Python
+# and npm packages carry) must be bit for bit what their source builds with the pinned
+# toolchain: a component that differs fails here, named.
+step "components: dist/ is what its source builds"; bash scripts/build-wasm.sh --check
 step "tests";   cargo test --workspace   # core, adapters, CLI (conformance, crashes, kills), simulation, tamper, model check, fault table, bench --quick
 step "conformance vectors on the wasi:http component (interlock serve's: it exports the same gate)"
 INTERLOCK_WASM="$PWD/dist/interlock_http.wasm" cargo test -q --workspace --test conformance

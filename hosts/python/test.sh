@@ -106,3 +106,36 @@ except MissingExtra as e:
 print("wheel ok: sqlite journal, and postgres:// asks for interlock[postgres]")
 PY
 )
+
+echo "== pip install from a fresh checkout (its tracked files: dist/'s components are committed), no cargo on PATH, nothing built before"
+mkdir -p "$SMOKE/checkout"
+(cd "$ROOT" && git ls-files -z | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done | tar --null -T - -cf -) | tar -C "$SMOKE/checkout" -xf -
+[ ! -e "$SMOKE/checkout/hosts/python/src/interlock/wasm" ] || { echo "the checkout holds build output" >&2; exit 1; }
+"$PY" -m venv "$SMOKE/venv-src"
+env -i HOME="$HOME" PATH="$SMOKE/venv-src/bin:/usr/bin:/bin" "$SMOKE/venv-src/bin/python" -m pip --disable-pip-version-check -q install "$SMOKE/checkout/hosts/python"
+(cd "$SMOKE" && env -i HOME="$HOME" PATH="$SMOKE/venv-src/bin:/usr/bin:/bin" ROOT="$ROOT" "$SMOKE/venv-src/bin/python" - <<'PY'
+import hashlib, os, shutil
+from pathlib import Path
+assert shutil.which("cargo") is None, "cargo is on PATH"
+import interlock
+from interlock import Interlock, COMMITTED
+from interlock.payments_sim import Payments
+here = Path(interlock.__file__).parent
+assert "site-packages" in str(here), here
+# The installed components are the committed ones, byte for byte.
+for name in ("interlock_gate.wasm", "payments_sim.wasm"):
+    got = hashlib.sha256((here / "wasm" / name).read_bytes()).hexdigest()
+    want = hashlib.sha256((Path(os.environ["ROOT"]) / "dist" / name).read_bytes()).hexdigest()
+    assert got == want, (name, got, want)
+payments = Payments.create("payments-src.json", "2")
+payments.add_order("order_881", 10_000)
+gate = Interlock(".interlock-src", standing_lease=True)
+@gate.effect(key=lambda order, amount: f"refund:{order}",
+             lookup=lambda order, amount, idempotency_key: payments.find_by_reference(idempotency_key))
+def refund(order, amount, idempotency_key):
+    return payments.refund(order, amount, reference=idempotency_key)
+out = refund("order_881", 2000)
+assert out.status == COMMITTED and payments.refund_count() == 1, out
+print("pip install from a fresh checkout ok:", out, "from", interlock.__file__)
+PY
+)

@@ -231,7 +231,7 @@ impl Guest for Component {
         let body = request_body(&request);
         drop(request);
         // The instance's one server (`http-api`'s), from the environment at first.
-        let response = crate::with_api(|server| match body {
+        let response = crate::api::with_api(|server| match body {
             Ok(body) => with_journal(|j| {
                 http_api::run(
                     server,

@@ -71,6 +71,7 @@ impl Host for Clock {
 
 /// The same clock as WASI's wall clock, for a component that imports it through WASI (the
 /// wasi:http component).
+#[cfg(feature = "serve")]
 impl wasmtime_wasi::HostWallClock for Clock {
     fn resolution(&self) -> Duration {
         Duration::from_millis(1)

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Context, Result};
 use interlock_file_journal::{StdFiles, JOURNAL_FILE, LOCK_WAIT_MS};
 use interlock_journal::Files;
+#[cfg(feature = "sql")]
 use interlock_sql_journal::SqlStore;
 use serde::Deserialize;
 use serde_json::Value;
@@ -663,10 +664,13 @@ impl Runner {
                 let switch = SwitchFiles::new(files);
                 (Storage::from(switch.clone()), dir.clone(), Some(switch))
             }
+            #[cfg(feature = "sql")]
             JournalAt::Url(url) => {
                 let sql = SqlStore::open_url(url).with_context(|| format!("cannot open {url}"))?;
                 (Storage::from(sql), PathBuf::new(), None)
             }
+            #[cfg(not(feature = "sql"))]
+            JournalAt::Url(url) => anyhow::bail!("{url}: {}", crate::WITHOUT_SQL),
         };
         let file_journal = switch.is_some();
         let mut store = Store::new(

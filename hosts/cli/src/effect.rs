@@ -4,7 +4,9 @@
 //! journal and the service client and prints the outcome.
 
 use interlock_cli::gate::EffectStep;
-use interlock_cli::services::{GitRepository, Postgres, Service, Smtp};
+#[cfg(feature = "sql")]
+use interlock_cli::services::Postgres;
+use interlock_cli::services::{GitRepository, Service, Smtp};
 use interlock_cli::{CrashAction, CrashPoint, Outcome, State};
 use serde_json::{json, Value};
 
@@ -15,7 +17,10 @@ use crate::Ctx;
 /// Where the service calls go: the one client the command line names.
 fn service(args: &EffectArgs) -> Result<Box<dyn Service>, Failure> {
     match (&args.postgres, &args.repo, &args.smtp) {
+        #[cfg(feature = "sql")]
         (Some(url), None, None) => Ok(Box::new(Postgres::new(url))),
+        #[cfg(not(feature = "sql"))]
+        (Some(_), None, None) => Err(Failure::new(2, "usage", interlock_cli::WITHOUT_SQL)),
         (None, Some(path), None) => Ok(Box::new(GitRepository { path: path.clone() })),
         (None, None, Some(addr)) => Ok(Box::new(Smtp::new(addr))),
         _ => Err(Failure::new(

@@ -28,8 +28,11 @@ pub struct HostState {
     /// Where the journal is stored (`storage`).
     pub(crate) storage: Storage,
     pub(crate) clock: Clock,
+    #[cfg(feature = "serve")]
     pub(crate) wasi: wasmtime_wasi::WasiCtx,
+    #[cfg(feature = "serve")]
     pub(crate) http: wasmtime_wasi_http::WasiHttpCtx,
+    #[cfg(feature = "serve")]
     pub(crate) table: wasmtime::component::ResourceTable,
 }
 
@@ -37,19 +40,25 @@ impl HostState {
     /// The state over `storage`, `env` the WASI environment (the wasi:http component's
     /// settings).
     pub fn new(storage: Storage, clock: Clock, env: &[(String, String)]) -> Self {
+        #[cfg(not(feature = "serve"))]
+        let _ = env;
         HostState {
             storage,
+            #[cfg(feature = "serve")]
             wasi: wasmtime_wasi::WasiCtx::builder()
                 .wall_clock(clock.clone())
                 .envs(env)
                 .build(),
             clock,
+            #[cfg(feature = "serve")]
             http: wasmtime_wasi_http::WasiHttpCtx::new(),
+            #[cfg(feature = "serve")]
             table: wasmtime::component::ResourceTable::new(),
         }
     }
 }
 
+#[cfg(feature = "serve")]
 impl wasmtime_wasi::WasiView for HostState {
     fn ctx(&mut self) -> wasmtime_wasi::WasiCtxView<'_> {
         wasmtime_wasi::WasiCtxView {
@@ -59,6 +68,7 @@ impl wasmtime_wasi::WasiView for HostState {
     }
 }
 
+#[cfg(feature = "serve")]
 impl wasmtime_wasi_http::WasiHttpView for HostState {
     fn http(&mut self) -> wasmtime_wasi_http::WasiHttpCtxView<'_> {
         wasmtime_wasi_http::WasiHttpCtxView {

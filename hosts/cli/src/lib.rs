@@ -11,13 +11,20 @@ pub mod case;
 pub mod clock;
 pub mod conformance;
 pub mod gate;
+#[cfg(feature = "mcp-proxy")]
 pub mod mcp_proxy;
 pub mod payments_component;
 pub mod runtime;
+#[cfg(feature = "serve")]
 pub mod serve;
 pub mod services;
 pub mod storage;
 pub mod targets;
+
+/// What a command that needs a feature this build left out answers (scripts/demo.sh builds
+/// none of them).
+pub const WITHOUT_SQL: &str = "this interlock was built without shared journals (feature `sql`): \
+    cargo build -p interlock-cli --features sql";
 
 /// The generated bindings of world `gate-component`, in one place.
 pub mod bindings {

@@ -18,7 +18,10 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Parser;
-use interlock_cli::{mcp_proxy, runtime, serve};
+#[cfg(feature = "mcp-proxy")]
+use interlock_cli::mcp_proxy;
+#[cfg(feature = "serve")]
+use interlock_cli::{runtime, serve};
 use interlock_cli::{Clock, GateHost, Runtime, Storage};
 use interlock_file_journal::StdFiles;
 use interlock_payments_sim::Payments;
@@ -179,6 +182,7 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             phase,
             journal,
         } => demo_child(ctx, &dir, phase, journal.as_deref()),
+        #[cfg(feature = "serve")]
         Cmd::Serve {
             journals,
             listen,
@@ -194,6 +198,11 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             component.as_deref(),
             notify_every,
         ),
+        #[cfg(not(feature = "serve"))]
+        Cmd::Serve { .. } => Err(without("serve", "serve")),
+        #[cfg(not(feature = "mcp-proxy"))]
+        Cmd::McpProxy { .. } => Err(without("mcp-proxy", "mcp-proxy")),
+        #[cfg(feature = "mcp-proxy")]
         Cmd::McpProxy {
             config,
             listen,
@@ -220,6 +229,20 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
     }
 }
 
+/// A command this build left out (scripts/demo.sh builds the CLI without its features).
+#[cfg(not(all(feature = "serve", feature = "mcp-proxy")))]
+fn without(command: &str, feature: &str) -> Failure {
+    Failure::new(
+        2,
+        "usage",
+        format!(
+            "`interlock {command}` is not in this build (feature `{feature}`): \
+             cargo build -p interlock-cli --features {feature}"
+        ),
+    )
+}
+
+#[cfg(feature = "mcp-proxy")]
 fn mcp_proxy(
     ctx: &Ctx,
     config: &Path,
@@ -250,6 +273,7 @@ fn mcp_proxy(
     Ok(0)
 }
 
+#[cfg(feature = "serve")]
 fn serve(
     journals: &Path,
     listen: std::net::SocketAddr,
@@ -366,7 +390,7 @@ impl Ctx {
     fn gate(&self, dir: &Path) -> Result<GateHost, Failure> {
         let url = is_journal_url(dir);
         let storage: Storage = if url {
-            open_database(dir)?.into()
+            open_database(dir)?
         } else {
             open_folder(dir, self.lock_wait)?.into()
         };
@@ -377,6 +401,7 @@ impl Ctx {
     }
 
     /// A gate over an empty journal in memory: for the checks that record nothing.
+    #[cfg(feature = "mcp-proxy")]
     fn gate_for_tools(&self) -> Result<GateHost, Failure> {
         Ok(GateHost::new(
             &self.runtime()?,
@@ -422,15 +447,23 @@ fn open_folder(dir: &Path, lock_wait: Duration) -> Result<StdFiles, Failure> {
 }
 
 /// The database a shared journal's URL names, connected.
-fn open_database(url: &Path) -> Result<interlock_sql_journal::SqlStore, Failure> {
-    interlock_sql_journal::SqlStore::open_url(&url.to_string_lossy()).map_err(|e| {
+#[cfg(not(feature = "sql"))]
+fn open_database(_: &Path) -> Result<Storage, Failure> {
+    Err(Failure::new(2, "usage", interlock_cli::WITHOUT_SQL))
+}
+
+/// The database a shared journal's URL names, connected.
+#[cfg(feature = "sql")]
+fn open_database(url: &Path) -> Result<Storage, Failure> {
+    let store = interlock_sql_journal::SqlStore::open_url(&url.to_string_lossy()).map_err(|e| {
         let kind = match e {
             interlock_sql_journal::Error::BadUrl { .. } => "usage",
             interlock_sql_journal::Error::Format(_) => "format",
             interlock_sql_journal::Error::Open(_) => "journal",
         };
         Failure::new(2, kind, format!("cannot open the journal: {e}"))
-    })
+    })?;
+    Ok(store.into())
 }
 
 /// Why the journal in `dir` did not open (the component's `journal-admin.open`).

@@ -81,9 +81,18 @@ impl Runtime {
             // The wasi:http component (world http-gate) exports the same gate: run it as the
             // gate, its WASI wall clock the host's clock (see HostState). WASI's clocks
             // include wall-clock, so ours is not added a second time.
-            wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
-            wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
-                .map_err(anyhow::Error::from)?;
+            #[cfg(feature = "serve")]
+            {
+                wasmtime_wasi::p2::add_to_linker_sync(&mut linker).map_err(anyhow::Error::from)?;
+                wasmtime_wasi_http::p2::add_only_http_to_linker_sync(&mut linker)
+                    .map_err(anyhow::Error::from)?;
+            }
+            #[cfg(not(feature = "serve"))]
+            anyhow::bail!(
+                "{} is the wasi:http component; this interlock was built without WASI \
+                 (feature `serve`): cargo build -p interlock-cli --features serve",
+                wasm.display()
+            );
         } else {
             wasi::clocks0_2_0::wall_clock::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| {
                 &mut s.clock

@@ -74,6 +74,7 @@ fn unknown_operation(service: &str, operation: &str) -> ! {
     panic!("the {service} client has no operation {operation:?}")
 }
 
+#[cfg(feature = "sql")]
 /// A PostgreSQL database: `transaction` runs the statements as one transaction, their
 /// parameters bound as text, and answers each statement's rows (every column text or
 /// null); an error PostgreSQL raised comes back with its SQLSTATE, a lost connection or an
@@ -83,6 +84,7 @@ pub struct Postgres {
     client: Option<postgres::Client>,
 }
 
+#[cfg(feature = "sql")]
 impl Postgres {
     pub fn new(url: &str) -> Postgres {
         Postgres {
@@ -136,6 +138,7 @@ impl Postgres {
     }
 }
 
+#[cfg(feature = "sql")]
 fn run_all(
     client: &mut postgres::Client,
     statements: &[Value],
@@ -167,6 +170,7 @@ fn run_all(
     Ok(out)
 }
 
+#[cfg(feature = "sql")]
 impl Service for Postgres {
     fn service(&self) -> &'static str {
         "postgres"

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use interlock_file_journal::StdFiles;
 use interlock_journal::{Dialect, Files, MemFiles, Rows, Sql, SqlValue, Statement, StorageError};
+#[cfg(feature = "sql")]
 use interlock_sql_journal::SqlStore;
 
 use crate::bindings::exports::interlock::gate::journal_admin::Backend;
@@ -94,6 +95,7 @@ impl From<SwitchFiles> for Storage {
     }
 }
 
+#[cfg(feature = "sql")]
 impl From<SqlStore> for Storage {
     fn from(s: SqlStore) -> Storage {
         let dialect = s.dialect();

@@ -2,7 +2,8 @@
 //! journal runs over, the step vocabulary and the WASI wall clock (Rust std would add
 //! wasi:cli and wasi:io; the guest is no_std so that nothing else can creep in unnoticed).
 //! The journal's contract suite: storage only. The payments simulator: nothing. The wasi:http component (`interlock serve`): the gate's, plus
-//! its environment, a monotonic clock and wasi:http.
+//! its environment, a monotonic clock and wasi:http. The gate with its HTTP API (the
+//! Worker's): the gate's. Only the components that serve HTTP export the HTTP API.
 use std::path::PathBuf;
 
 use wasmtime::component::Component;
@@ -38,6 +39,42 @@ fn check(wasm: PathBuf, list: &str) {
         want,
         "{}'s imports changed; review, then update {list}",
         wasm.display()
+    );
+}
+
+fn exports(wasm: PathBuf) -> Vec<String> {
+    let engine = Engine::new(&Config::new()).unwrap();
+    let component = Component::from_file(&engine, &wasm).unwrap();
+    component
+        .component_type()
+        .exports(&engine)
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
+#[test]
+fn only_the_serving_components_carry_the_http_api() {
+    const API: &str = "interlock:gate/http-api@0.1.0";
+    let lean = exports(root().join("dist/interlock_gate.wasm"));
+    assert!(
+        lean.iter().any(|e| e == "interlock:gate/gate@0.1.0"),
+        "{lean:?}"
+    );
+    assert!(
+        !lean.iter().any(|e| e == API),
+        "the lean gate exports {API}"
+    );
+    for serving in ["interlock_gate_api.wasm", "interlock_http.wasm"] {
+        let got = exports(root().join("dist").join(serving));
+        assert!(got.iter().any(|e| e == API), "{serving}: {got:?}");
+    }
+}
+
+#[test]
+fn gate_api_imports_the_gates() {
+    check(
+        root().join("dist/interlock_gate_api.wasm"),
+        "tests/component-imports.txt",
     );
 }
 

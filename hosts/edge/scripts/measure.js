@@ -143,7 +143,7 @@ const rows = [
   ...(serve ? [['`interlock serve`: submit, the caller performs the target', `${ms(median(serve.stepped))} (p90 ${ms(p90(serve.stepped))})`, `${N} loops of the same 3 requests`]] : []),
   ['Node host: submit in process (SQLite journal, payments in process)', `${ms(median(nodeWarm))} (p90 ${ms(p90(nodeWarm))})`, `${nodeWarm.length} submits, no HTTP`],
   ['Bundle a Worker uploads (hosts/edge/dist/interlock.js + wasm modules)', `${(s.bytes / 1024).toFixed(0)} KiB, ${(s.gzipBytes / 1024).toFixed(0)} KiB gzipped`, `${s.files.length} modules: ${s.files.join(', ')}`],
-  ...[['interlock_http.wasm', '`interlock serve`\'s component (dist/interlock_http.wasm, world http-gate)'], ['interlock_gate.wasm', 'the gate component every host runs (dist/interlock_gate.wasm)']].map(([file, what]) => {
+  ...[['interlock_http.wasm', '`interlock serve`\'s component (dist/interlock_http.wasm, world http-gate)'], ['interlock_gate_api.wasm', 'the Worker\'s component (dist/interlock_gate_api.wasm, world gate-api: the gate and its HTTP API)'], ['interlock_gate.wasm', 'the gate component every host that does not serve HTTP runs (dist/interlock_gate.wasm)']].map(([file, what]) => {
     const bytes = readFileSync(join(ROOT, '../../dist', file));
     return [what, `${(bytes.length / 1024).toFixed(0)} KiB, ${(gzipSync(bytes).length / 1024).toFixed(0)} KiB gzipped`, 'the .wasm as built by scripts/build-wasm.sh (release, LTO)'];
   }),

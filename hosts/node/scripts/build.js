@@ -34,6 +34,8 @@ const PROMISING = '__interlockPromising';
 
 const components = [
   { wasm: 'interlock_gate.wasm', out: 'gate' },
+  // The gate with its HTTP API, for @interlock/gate/workerd (a Worker serves HTTP).
+  { wasm: 'interlock_gate_api.wasm', out: 'gate-api' },
   { wasm: 'payments_sim.wasm', out: 'payments' },
   // For this package's tests and the viewer, in conformance/gen/, which the package does
   // not ship: the conformance runner and the journal contract suite.

@@ -1,5 +1,7 @@
 // @interlock/gate/workerd: the gate component in workerd (Cloudflare Workers), and the
-// storage a Durable Object gives it.
+// storage a Durable Object gives it. A Worker serves HTTP, so it runs the gate with its HTTP
+// API (gen/gate-api: dist/interlock_gate_api.wasm, world gate-api); every other host runs the
+// lean gate (gen/gate), which carries none.
 //
 // workerd compiles no wasm from bytes at run time, so each of jco's core modules is a wasm
 // module of the Worker: a bundler keeps these `.wasm` imports as imports and the Worker's
@@ -13,19 +15,19 @@
 // has the database to itself, as SQLite's `BEGIN IMMEDIATE` gives elsewhere; its output
 // gate holds every message until the batch's commit is durable, so `durable` asks nothing
 // more here (a runtime without one awaits `ctx.storage.sync()` before anything leaves).
-import { instantiate } from '../gen/gate/interlock_gate.js';
+import { instantiate } from '../gen/gate-api/interlock_gate_api.js';
 import { GateComponent } from './component.js';
 import { StorageError } from './errors.js';
 import { SqlStorage } from './journal/sql-storage.js';
 // @ts-ignore a Worker's wasm module (no type: tsc knows no .wasm import)
-import gate1 from '../gen/gate/interlock_gate.core.wasm';
+import gate1 from '../gen/gate-api/interlock_gate_api.core.wasm';
 // @ts-ignore
-import gate2 from '../gen/gate/interlock_gate.core2.wasm';
+import gate2 from '../gen/gate-api/interlock_gate_api.core2.wasm';
 // @ts-ignore
-import gate3 from '../gen/gate/interlock_gate.core3.wasm';
+import gate3 from '../gen/gate-api/interlock_gate_api.core3.wasm';
 
 /**
- * @import { Root as GateRoot } from '../gen/gate/interlock_gate.js'
+ * @import { Root as GateRoot } from '../gen/gate-api/interlock_gate_api.js'
  * @import { Storage, Statement, SqlValue } from './types.js'
  * @typedef {{
  *   columnNames: string[], raw(): IterableIterator<unknown[]>, toArray(): unknown[],
@@ -38,9 +40,9 @@ import gate3 from '../gen/gate/interlock_gate.core3.wasm';
 
 /** @type {Record<string, WebAssembly.Module>} */
 const MODULES = {
-  'interlock_gate.core.wasm': gate1,
-  'interlock_gate.core2.wasm': gate2,
-  'interlock_gate.core3.wasm': gate3,
+  'interlock_gate_api.core.wasm': gate1,
+  'interlock_gate_api.core2.wasm': gate2,
+  'interlock_gate_api.core3.wasm': gate3,
 };
 
 /** @type {GateComponent<GateRoot> | undefined} */
@@ -50,7 +52,7 @@ let gate;
 export function gateComponent() {
   gate ??= new GateComponent(instantiate, (name) => {
     const m = MODULES[name];
-    if (!m) throw new Error(`no core module ${name} in this Worker (its config lists gen/gate/*.wasm)`);
+    if (!m) throw new Error(`no core module ${name} in this Worker (its config lists gen/gate-api/*.wasm)`);
     return m;
   });
   return gate;
