@@ -240,8 +240,30 @@ pub fn anchor_problem(anchor: &Value, s: &Stream) -> Option<Problem> {
     None
 }
 
+/// Every `{stream, head}` a list of anchors pins: each anchor, and a receipt's own anchors
+/// (the authority streams it relied on) and its people part.
+fn expand(anchors: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for a in anchors {
+        out.push(a.clone());
+        for inner in a
+            .get("anchors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            out.push(inner.clone());
+        }
+        if let Some(p) = a.get("people").filter(|p| p.get("stream").is_some()) {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
 /// Verify every stream's chain, and each anchor against its stream.
 pub fn verify_all(j: &mut dyn Journal, anchors: &[Value]) -> Result<VerifyReport, GateError> {
+    let anchors = &expand(anchors);
     let mut report = VerifyReport::default();
     for name in j.streams()? {
         let lines = j.read(&name, 0)?;

@@ -32,6 +32,7 @@ mod grants;
 mod op;
 mod outcome;
 pub(crate) mod people;
+pub(crate) mod proofs;
 mod race;
 mod receipts;
 mod recheck;
@@ -62,6 +63,8 @@ pub struct Gate {
     settling: BTreeMap<u64, Settling>,
     /// For tests: where this gate's host is to die (`crash_at`).
     crash: Option<CrashPoint>,
+    /// The transparency log's tree, kept between calls (`proofs`).
+    log_tree: Option<crate::proof::tree::Tree>,
 }
 
 /// A recovery that waits out another worker's live claim.
