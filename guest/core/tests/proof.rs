@@ -137,7 +137,9 @@ fn a_receipt_anchors_the_authority_it_relied_on() {
         .unwrap()
         .problems
         .is_empty());
-    let rep = Gate::new().verify(&mut dropped, std::slice::from_ref(&rb)).unwrap();
+    let rep = Gate::new()
+        .verify(&mut dropped, std::slice::from_ref(&rb))
+        .unwrap();
     assert!(located(&rep, "lease:case", 1), "{:?}", rep.problems);
     assert_eq!(rep.problems[0].kind, ProblemKind::Truncated);
     let rep = Gate::new().check_receipt(&mut dropped, &rb, b"").unwrap();
@@ -146,7 +148,9 @@ fn a_receipt_anchors_the_authority_it_relied_on() {
     // The RESERVED dropped: its cap stream is gone.
     let mut dropped = j.clone();
     dropped.truncate("cap:o1", 1);
-    let rep = Gate::new().verify(&mut dropped, std::slice::from_ref(&ra)).unwrap();
+    let rep = Gate::new()
+        .verify(&mut dropped, std::slice::from_ref(&ra))
+        .unwrap();
     assert!(located(&rep, "cap:o1", 0), "{:?}", rep.problems);
 
     // A receipt made before anchors (none in it) still checks.

@@ -13,6 +13,7 @@ pub mod conformance;
 pub mod gate;
 pub mod mcp_proxy;
 pub mod payments_component;
+pub mod proof;
 pub mod runtime;
 pub mod serve;
 pub mod storage;

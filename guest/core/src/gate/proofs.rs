@@ -537,26 +537,37 @@ impl Gate {
                 ));
                 continue;
             };
-            let at = view.checkpoint_of(c.size).map_or(0, |s| s.seq);
-            if c.size > tree.len() {
-                report.problems.push(problem(
+            // Every checkpoint the gate signed is in the log: the one held must be there,
+            // with its root.
+            match view.checkpoint_of(c.size) {
+                Some(signed) if signed.root == c.root => {}
+                Some(signed) => report.problems.push(problem(
+                    signed.seq,
+                    ProblemKind::HashMismatch,
+                    format!(
+                        "the log's checkpoint of {} leaves has another root than the one held: the log was rewritten",
+                        c.size
+                    ),
+                )),
+                None if c.size <= tree.len() && tree.prefix(c.size).root() != c.root => {
+                    report.problems.push(problem(
+                        0,
+                        ProblemKind::HashMismatch,
+                        format!(
+                            "the log's first {} leaves are not those of the checkpoint held: the log was rewritten",
+                            c.size
+                        ),
+                    ))
+                }
+                None => report.problems.push(problem(
                     s.len(),
                     ProblemKind::Truncated,
                     format!(
-                        "the checkpoint held covers {} leaves; the journal's log has {}: its tail was cut",
+                        "the checkpoint held ({} leaves) is not in the journal's log ({} leaves): its tail was cut",
                         c.size,
                         tree.len()
                     ),
-                ));
-            } else if tree.prefix(c.size).root() != c.root {
-                report.problems.push(problem(
-                    at,
-                    ProblemKind::HashMismatch,
-                    format!(
-                        "the log's first {} leaves are not those of the checkpoint held: the log was rewritten",
-                        c.size
-                    ),
-                ));
+                )),
             }
         }
         Ok(())

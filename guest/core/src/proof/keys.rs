@@ -98,12 +98,14 @@ fn split<'a>(text: &'a str, what: &str) -> Result<(&'a str, [u8; 4], [u8; 32]), 
         .map_err(|_| bad(what, "its key is not standard base64"))?;
     match bytes.first() {
         Some(&ED25519) => {}
-        Some(t) => return Err(bad(
-            what,
-            &format!(
+        Some(t) => {
+            return Err(bad(
+                what,
+                &format!(
                 "its signature type is 0x{t:02x}; this gate signs and checks Ed25519 (0x01) only"
             ),
-        )),
+            ))
+        }
         None => return Err(bad(what, "its key is empty")),
     }
     let key: [u8; 32] = bytes[1..]

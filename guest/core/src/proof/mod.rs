@@ -219,6 +219,20 @@ pub fn inclusion_document(
            "hashes": hashes_json(path), "receipt": receipt, "checkpoint": note})
 }
 
+/// Check a signed receipt's Ed25519 signature alone (no journal): its effect id when it
+/// holds.
+pub fn check_receipt_signature(text: &str, verifier: &Verifier) -> Result<String, ProofError> {
+    let doc = document(text, "the receipt")?;
+    if let Some(why) = signature_problem(&doc, verifier) {
+        return Err(ProofError::BadSignature(format!("the receipt: {why}")));
+    }
+    Ok(doc
+        .get("effect_id")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string())
+}
+
 /// What an inclusion proof shows once it holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Included {
@@ -226,6 +240,13 @@ pub struct Included {
     pub leaf_index: u64,
     pub tree_size: u64,
     pub origin: String,
+}
+
+impl Included {
+    pub fn to_json(&self) -> Value {
+        json!({"effect_id": self.effect_id, "leaf_index": self.leaf_index,
+               "tree_size": self.tree_size, "origin": self.origin})
+    }
 }
 
 /// Check an inclusion proof: its checkpoint signed by `verifier`, and its receipt's hash

@@ -115,6 +115,11 @@ impl Checkpoint {
         )
     }
 
+    /// `{"origin", "tree_size", "root_hash"}` (base64, as in the note).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"origin": self.origin, "tree_size": self.size, "root_hash": B64.encode(self.root)})
+    }
+
     /// Read a checkpoint's text (extension lines are allowed and ignored).
     pub fn parse(text: &str) -> Result<Checkpoint, ProofError> {
         let bad = |m: &str| malformed(format!("not a checkpoint (c2sp.org/tlog-checkpoint): {m}"));
