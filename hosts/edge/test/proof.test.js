@@ -35,7 +35,7 @@ for (const server of SERVERS) describe(server.name, { skip: server.skip }, () =>
   let disk, pay, w, keys;
   before(async () => {
     disk = tempDir();
-    pay = await paymentsServer({ orders: { order_881: 10000, order_882: 10000 } });
+    pay = await paymentsServer({ orders: { order_881: 10000, order_882: 10000, order_883: 10000 } });
     keys = await keyPair();
     w = await server.start({ disk, env: { INTERLOCK_TARGETS: pay.targets, INTERLOCK_SIGNING_KEY: keys.signer } });
   });
@@ -56,7 +56,7 @@ for (const server of SERVERS) describe(server.name, { skip: server.skip }, () =>
     }
     const key = await api(w.url, j, 'GET', '/key');
     assert.deepEqual(key.json, { public_key: keys.verifier });
-    assert.ok(!key.text.includes(keys.signer.split('+').at(-1)), 'the private key is never served');
+    assert.ok(!key.text.includes(keys.signer.split('+').slice(4).join('+')), 'the private key is never served');
 
     const receipt = await api(w.url, j, 'GET', `/effects/${ids[0]}/receipt`);
     assert.equal(receipt.json.signature.alg, 'Ed25519');
@@ -73,7 +73,7 @@ for (const server of SERVERS) describe(server.name, { skip: server.skip }, () =>
     assert.equal((await api(w.url, j, 'GET', '/checkpoint')).text, c1.json.checkpoint);
     const inclusion = await api(w.url, j, 'GET', `/proofs/inclusion/${ids[1]}`);
     assert.equal(inclusion.json.leaf_index, 1, inclusion.text);
-    const r3 = await api(w.url, j, 'POST', '/effects', refund(700, { key: 'refund:order_881:2' }));
+    const r3 = await api(w.url, j, 'POST', '/effects', refund(700, { key: 'refund:order_883', order: 'order_883' }));
     assert.equal(r3.json.state, 'COMMITTED', r3.text);
     assert.equal((await api(w.url, j, 'POST', '/checkpoint')).json.tree_size, 3);
     const consistency = await api(w.url, j, 'GET', '/proofs/consistency/2');
@@ -112,7 +112,7 @@ for (const server of SERVERS) describe(server.name, { skip: server.skip }, () =>
       const r = await api(w.url, j, 'POST', '/check-receipt', body);
       assert.equal(r.status, status, r.text);
       assert.equal(r.json.error.kind, kind, r.text);
-      assert.ok(!r.text.includes(keys.signer.split('+').at(-1)), 'no key echoed');
+      assert.ok(!r.text.includes(keys.signer.split('+').slice(4).join('+')), 'no key echoed');
     }
     for (const [bundle, kind] of [['{"bundle":"interlock-bundle/1","count":', 'malformed'], ['{"bundle":"interlock-bundle/9"}', 'unknown-version']]) {
       const r = await api(w.url, j, 'POST', '/check-bundle', { bundle });

@@ -72,7 +72,7 @@ test('keys: written owner-only, read from a file or the environment; the wrong h
     assert.fail('a mangled key');
   } catch (err) {
     assert.ok(err instanceof BadKeyError);
-    assert.ok(!err.message.includes(signer.split('+').at(-1)), 'never the key');
+    assert.ok(!err.message.includes(signer.split('+').slice(4).join('+')), 'never the key');
   }
   await gate.close();
 });
@@ -143,7 +143,7 @@ test('the outside checker accepts what this host made and rejects every mutation
     assert.equal(swapped.rc, 1, `${kind} under another key: ${swapped.out}`);
     // Byte flips across the document: every one caught.
     const spots = [...text].map((ch, i) => (/[0-9A-Za-z]/.test(ch) ? i : -1)).filter((i) => i >= 0);
-    const step = Math.max(1, Math.floor(spots.length / 50));
+    const step = Math.max(1, Math.floor(spots.length / 25));
     for (let s = 0; s < spots.length; s += step) {
       const at = spots[s];
       const mutated = text.slice(0, at) + (text[at] === '1' ? '2' : '1') + text.slice(at + 1);
