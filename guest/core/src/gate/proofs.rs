@@ -17,7 +17,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
 use serde_json::{json, Value};
 
-use super::receipts::{pins_of, Pins};
+use super::receipts::{pinned_heads, pins_of, Pins};
 use super::streams::Plan;
 use super::Gate;
 use crate::canon::canonical;
@@ -266,11 +266,11 @@ impl Gate {
                     if open != Some(false) {
                         continue;
                     }
-                    let Some((r, pins)) = gate.receipt_at(j, id, None)? else {
+                    let Some((r, _)) = gate.receipt_at(j, id, None)? else {
                         continue;
                     };
                     let leaf = proof::body_hash(r.as_object().expect("a receipt is an object"));
-                    let heads = anchors_of(&r, &pins);
+                    let heads = pinned_heads(&r);
                     batch.push((
                         LogMark::Logged,
                         crate::fields!("effect_id" => id, "index" => tree.len(), "receipt_sha256" => hex::encode(leaf), "pins" => Value::Array(heads)),
@@ -583,31 +583,4 @@ impl Gate {
             .map(|v| v.leaves.into_iter().flat_map(|l| l.pins).collect())
             .unwrap_or_default())
     }
-}
-
-/// The heads of the streams a receipt pins, as anchors: its own, its people part's and
-/// its anchors'.
-fn anchors_of(r: &Value, pins: &Pins) -> Vec<Value> {
-    let mut out = Vec::new();
-    let mut add = |v: &Value| {
-        if v.get("stream")
-            .and_then(Value::as_str)
-            .is_some_and(|s| pins.contains_key(s))
-        {
-            out.push(json!({"stream": v["stream"], "head": v["head"]}));
-        }
-    };
-    add(r);
-    if let Some(p) = r.get("people") {
-        add(p);
-    }
-    for a in r
-        .get("anchors")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        add(a);
-    }
-    out
 }

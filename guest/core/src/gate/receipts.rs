@@ -70,30 +70,32 @@ fn stream_of(r: &Value) -> String {
     r.get("stream").and_then(Value::as_str).unwrap_or("").into()
 }
 
-/// What a receipt pins: its stream at its head, its people part, its anchors.
-pub(crate) fn pins_of(r: &Value) -> Pins {
-    let mut pins = Pins::new();
-    let mut add = |v: &Value| {
-        if let (Some(s), Some(l)) = (
-            v.get("stream").and_then(Value::as_str),
-            v.pointer("/head/length").and_then(Value::as_u64),
-        ) {
-            pins.insert(s.into(), l);
-        }
-    };
-    add(r);
-    if let Some(p) = r.get("people") {
-        add(p);
-    }
-    for a in r
+/// The `{stream, head}` of every stream a receipt pins: its own, its people part's, its
+/// anchors'.
+pub(crate) fn pinned_heads(r: &Value) -> Vec<Value> {
+    let own = core::iter::once(r).chain(r.get("people"));
+    let anchors = r
         .get("anchors")
         .and_then(Value::as_array)
         .into_iter()
-        .flatten()
-    {
-        add(a);
-    }
-    pins
+        .flatten();
+    own.chain(anchors)
+        .filter(|v| v.get("stream").is_some() && v.get("head").is_some())
+        .map(|v| json!({"stream": v["stream"], "head": v["head"]}))
+        .collect()
+}
+
+/// What a receipt pins: each stream it rests on, at a length.
+pub(crate) fn pins_of(r: &Value) -> Pins {
+    pinned_heads(r)
+        .iter()
+        .filter_map(|v| {
+            Some((
+                v["stream"].as_str()?.into(),
+                v.pointer("/head/length")?.as_u64()?,
+            ))
+        })
+        .collect()
 }
 
 impl Gate {
@@ -265,10 +267,12 @@ impl Gate {
     ) -> Result<VerifyReport, GateError> {
         let stream = Obj::any(r, "", "a receipt")?.name("stream", "the receipt's stream")?;
         let pins = pins_of(r);
-        let mut report = receipt::verify_all(j, core::slice::from_ref(r))?;
-        report
-            .problems
-            .retain(|p| pins.contains_key(&p.stream) || p.stream == stream);
+        // Only what it pins: a check costs the receipt's streams, not the journal's.
+        let mut names: Vec<String> = pins.keys().cloned().collect();
+        if !pins.contains_key(&stream) {
+            names.push(stream.clone());
+        }
+        let mut report = receipt::verify_streams(j, &names, core::slice::from_ref(r))?;
         let id = stream.strip_prefix("effect:").unwrap_or("");
         if !report.problems.is_empty() || j.length(&stream)? == 0 || check_effect_id(id).is_err() {
             return Ok(report);

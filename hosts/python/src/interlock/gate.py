@@ -628,16 +628,16 @@ class GateHost:
                 self.broken = True  # a host import raised (a host bug): the instance trapped
                 raise
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _call(self, name: str, *args: Any, errors: Callable[[str, Any], Exception] = gate_error) -> Any:
         result = self.raw(name, *args)
         if isinstance(result, Variant):
             # A result whose two sides are both variants comes tagged ``ok``/``err``;
-            # otherwise a Variant is the gate-error itself.
+            # otherwise a Variant is the error itself (a gate-error, or a proof-error).
             if result.tag == "ok":
                 return result.payload
             if result.tag == "err":
                 result = result.payload
-            raise gate_error(result.tag, result.payload)
+            raise errors(result.tag, result.payload)
         return result
 
     # -- the journal (journal-admin)
@@ -795,14 +795,7 @@ class GateHost:
     # -- proof for outsiders (wit/proof.wit): keys cross as text; every check is the component's
 
     def _proof(self, name: str, *args: Any) -> Any:
-        result = self.raw(f"proof.{name}", *args)
-        if isinstance(result, Variant):
-            if result.tag == "ok":
-                return result.payload
-            if result.tag == "err":
-                result = result.payload
-            raise proof_error(result.tag, result.payload)
-        return result
+        return self._call(f"proof.{name}", *args, errors=proof_error)
 
     def generate_key(self, name: str, seed: bytes) -> Tuple[str, str]:
         pair = self._proof("generate-key", name, bytes(seed))
