@@ -126,6 +126,43 @@ function journalStreams(path) {
   return streams;
 }
 
+// The five answers a receipt gives (ARCHITECTURE.md, "Proof for outsiders"), recomputed
+// here: each yes, no, unknown or not_fired; who_decided the names.
+const QUESTIONS = ['happened_once', 'authorized_when_fired', 'premises_held', 'who_decided', 'service_confirmed'];
+const at = (v, ...path) => path.reduce((o, k) => (o !== null && typeof o === 'object' && !Array.isArray(o) ? o[k] : undefined), v);
+const text = (v) => (typeof v === 'string' ? v : '');
+const isObject = (v) => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+function five(r) {
+  const states = (Array.isArray(r.entries) ? r.entries : []).map((e) => text(at(e, 'state')));
+  const sends = states.filter((s) => s === 'DISPATCHED').length;
+  const [executed, final, reason] = [text(r.executed), text(r.final), text(r.reason)];
+  const authorized = Array.isArray(r.authorized) ? r.authorized : [];
+  const once = executed === 'yes' || executed === 'no' ? executed : 'unknown';
+  // Every send after an AUTHORIZED, and each AUTHORIZED names the lease or approval checked.
+  const first = states.indexOf('AUTHORIZED');
+  const before = first < 0 ? states : states.slice(0, first);
+  const named = authorized.filter((a) => typeof at(a, 'checks', 'lease', 'name') === 'string' || typeof at(a, 'checks', 'approval', 'id') === 'string');
+  const fired = sends === 0 ? 'not_fired'
+    : !before.includes('DISPATCHED') && named.length > 0 && named.length === authorized.length ? 'yes' : 'no';
+  const declared = isObject(at(r, 'proposed', 'premises')) && Object.keys(at(r, 'proposed', 'premises')).length > 0;
+  const premises = reason === 'premise_changed' ? 'no'
+    : sends === 0 ? 'not_fired'
+      : !declared ? 'yes'
+        : authorized.every((a) => isObject(at(a, 'checks', 'premises_held'))) ? 'yes' : 'no';
+  const names = text(r.agent) ? [r.agent] : [];
+  const decisions = 'people' in r ? at(r, 'people', 'decisions') : undefined;
+  const deciders = [...authorized.map((a) => at(a, 'checks', 'approval', 'approver')),
+    ...(Array.isArray(decisions) ? decisions : []).map((d) => (typeof at(d, 'decider') === 'string' ? at(d, 'decider') : '?'))];
+  for (const who of deciders) if (typeof who === 'string' && !names.includes(who)) names.push(who);
+  const confirmed = 'confirmed' in r ? 'yes'
+    : final === 'COMMITTED' && ['send', 'recovery-retry', 'recovery-query'].includes(text(r.via)) ? 'yes'
+      : reason === 'target_rejected' ? 'no'
+        : sends === 0 ? 'not_fired' : 'unknown';
+  return { effect_id: text(r.effect_id), final, executed, happened_once: once, authorized_when_fired: fired,
+    premises_held: premises, who_decided: names, service_confirmed: confirmed };
+}
+
 const checks = {
   receipt(key, file, journal) {
     const r = JSON.parse(load(file));
@@ -149,8 +186,18 @@ const checks = {
     if (b.bundle !== 'interlock-bundle/1') fail(`unknown bundle format ${JSON.stringify(b.bundle)}`);
     checkSignature(b, key, 'the bundle');
     if (b.count !== b.receipts?.length) fail("the bundle's count does not match its receipts");
-    for (const r of b.receipts) console.log(`  ${r.effect_id} ${r.final} executed ${r.executed}, attempts ${r.attempts}`);
-    return `bundle of ${b.count} receipt(s), period ${JSON.stringify(b.period)}: Ed25519 signature holds`;
+    if (!Array.isArray(b.answers) || b.answers.length !== b.receipts.length) fail('the bundle has no answers, one per receipt');
+    // The bundle's answers must be the ones its receipts give (their `why` is prose, not compared).
+    b.receipts.forEach((r, i) => {
+      const mine = five(r);
+      for (const [q, want] of Object.entries(mine)) {
+        const said = b.answers[i]?.[q];
+        const got = QUESTIONS.includes(q) && isObject(said) ? said.answer : said;
+        if (JSON.stringify(got) !== JSON.stringify(want)) fail(`the bundle answers ${q} for ${mine.effect_id} with ${JSON.stringify(got)}; its receipt gives ${JSON.stringify(want)}`);
+      }
+      console.log(`  ${mine.effect_id} ${mine.final}: ${QUESTIONS.map((q) => `${q} ${mine[q]}`).join(', ')}`);
+    });
+    return `bundle of ${b.count} receipt(s), period ${JSON.stringify(b.period)}: Ed25519 signature holds, its answers follow from its receipts`;
   },
   checkpoint(key, file) {
     const c = openNote(load(file), key);

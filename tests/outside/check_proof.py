@@ -184,6 +184,66 @@ def check_receipt(key, path, journal=None):
     return said
 
 
+QUESTIONS = ("happened_once", "authorized_when_fired", "premises_held", "who_decided", "service_confirmed")
+
+
+def at(v, *path):
+    """The member at `path` of nested objects, or None."""
+    for k in path:
+        v = v.get(k) if isinstance(v, dict) else None
+    return v
+
+
+def text(v):
+    return v if isinstance(v, str) else ""
+
+
+def five(r):
+    """The five answers a receipt gives (ARCHITECTURE.md, "Proof for outsiders"): each
+    yes, no, unknown or not_fired; who_decided the names. Recomputed here, not read."""
+    states = [text(at(e, "state")) for e in r.get("entries") or []]
+    sends, executed = states.count("DISPATCHED"), text(r.get("executed"))
+    final, reason = text(r.get("final")), text(r.get("reason"))
+    authorized = r.get("authorized") if isinstance(r.get("authorized"), list) else []
+    once = executed if executed in ("yes", "no") else "unknown"
+    # Every send after an AUTHORIZED, and each AUTHORIZED names the lease or approval checked.
+    before = states[: states.index("AUTHORIZED")] if "AUTHORIZED" in states else states
+    named = [a for a in authorized if isinstance(at(a, "checks", "lease", "name"), str)
+             or isinstance(at(a, "checks", "approval", "id"), str)]
+    if sends == 0:
+        fired = "not_fired"
+    else:
+        fired = "yes" if "DISPATCHED" not in before and named and len(named) == len(authorized) else "no"
+    declared = isinstance(at(r, "proposed", "premises"), dict) and at(r, "proposed", "premises")
+    if reason == "premise_changed":
+        premises = "no"
+    elif sends == 0:
+        premises = "not_fired"
+    elif not declared:
+        premises = "yes"
+    else:
+        premises = "yes" if all(isinstance(at(a, "checks", "premises_held"), dict) for a in authorized) else "no"
+    names = [r["agent"]] if text(r.get("agent")) else []
+    deciders = [at(a, "checks", "approval", "approver") for a in authorized]
+    decisions = at(r, "people", "decisions") if "people" in r else None
+    deciders += [d if isinstance(d, str) else "?" for d in
+                 (at(x, "decider") for x in (decisions if isinstance(decisions, list) else []))]
+    for who in deciders:
+        if isinstance(who, str) and who not in names:
+            names.append(who)
+    if "confirmed" in r:
+        confirmed = "yes"
+    elif final == "COMMITTED" and text(r.get("via")) in ("send", "recovery-retry", "recovery-query"):
+        confirmed = "yes"
+    elif reason == "target_rejected":
+        confirmed = "no"
+    else:
+        confirmed = "not_fired" if sends == 0 else "unknown"
+    return {"effect_id": text(r.get("effect_id")), "final": final, "executed": executed,
+            "happened_once": once, "authorized_when_fired": fired, "premises_held": premises,
+            "who_decided": names, "service_confirmed": confirmed}
+
+
 def check_bundle(key, path):
     text = load(path)
     try:
@@ -195,9 +255,20 @@ def check_bundle(key, path):
     check_signature(b, key, "the bundle")
     if b.get("count") != len(b.get("receipts", [])):
         raise Mismatch("the bundle's count does not match its receipts")
-    for r in b["receipts"]:
-        print(f"  {r.get('effect_id')} {r.get('final')} executed {r.get('executed')}, attempts {r.get('attempts')}")
-    return f"bundle of {b['count']} receipt(s), period {b.get('period')}: Ed25519 signature holds"
+    answers = b.get("answers")
+    if not isinstance(answers, list) or len(answers) != len(b["receipts"]):
+        raise Mismatch("the bundle has no answers, one per receipt")
+    # The bundle's answers must be the ones its receipts give (their `why` is prose, not
+    # compared).
+    for r, said in zip(b["receipts"], answers):
+        mine = five(r)
+        for q, want in mine.items():
+            got = said.get(q)
+            got = got.get("answer") if q in QUESTIONS and isinstance(got, dict) else got
+            if got != want:
+                raise Mismatch(f"the bundle answers {q} for {mine['effect_id']} with {got!r}; its receipt gives {want!r}")
+        print(f"  {mine['effect_id']} {mine['final']}: " + ", ".join(f"{q} {mine[q]}" for q in QUESTIONS))
+    return f"bundle of {b['count']} receipt(s), period {b.get('period')}: Ed25519 signature holds, its answers follow from its receipts"
 
 
 def check_inclusion(key, path, checkpoint=None):

@@ -116,6 +116,16 @@ fn main() -> Result<()> {
             Ok(())
         },
     )?;
+    // Where an Ed25519 receipt's time goes: the signer key is parsed on every call (its
+    // public half, for the key id, is a base-point multiplication), then the signature.
+    run(
+        &mut host,
+        &ids,
+        &mut rows,
+        n,
+        "verifier-key: parse a signer key (derives its public key)",
+        &mut |h, _| h.verifier_key(&pair.signer).map(drop).map_err(g),
+    )?;
     let (mut hi, mut si) = (hmac.iter(), signed.iter());
     run(
         &mut host,

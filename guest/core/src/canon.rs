@@ -7,7 +7,7 @@
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write as _;
-use serde_json::{Number, Value};
+use serde_json::{Map, Number, Value};
 use sha2::{Digest, Sha256};
 
 /// RFC 8785: no whitespace, object members sorted by the UTF-16 code units of their names,
@@ -36,24 +36,41 @@ fn write_value(out: &mut String, v: &Value) {
             }
             out.push(']');
         }
-        Value::Object(map) => {
-            // serde_json's map iterates in UTF-8 byte order, which differs from UTF-16
-            // order only between a character above U+FFFF and one in U+E000..U+FFFF; the
-            // sort is stable and near-free on input that is already in order.
-            let mut members: Vec<(&String, &Value)> = map.iter().collect();
-            members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.push('{');
-            for (i, (k, v)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_string(out, k);
-                out.push(':');
-                write_value(out, v);
-            }
-            out.push('}');
-        }
+        Value::Object(map) => write_object(out, map, None),
     }
+}
+
+/// The canonical text of an object, without member `skip` when given (an entry's `hash`, a
+/// document's `signature`): what is hashed or signed, with no copy of the object made.
+pub fn canonical_object(map: &Map<String, Value>, skip: Option<&str>) -> String {
+    let mut out = String::new();
+    write_object(&mut out, map, skip);
+    out
+}
+
+fn write_object(out: &mut String, map: &Map<String, Value>, skip: Option<&str>) {
+    let mut members: Vec<(&String, &Value)> = map
+        .iter()
+        .filter(|(k, _)| Some(k.as_str()) != skip)
+        .collect();
+    // serde_json's map iterates in UTF-8 byte order, which differs from UTF-16 order only
+    // between a character above U+FFFF and one in U+E000..U+FFFF (UTF-8 lead bytes 0xEE and
+    // up): names in byte order with no such character are already in order.
+    let in_order = members.windows(2).all(|w| w[0].0 < w[1].0)
+        && !members.iter().any(|(k, _)| k.bytes().any(|b| b >= 0xEE));
+    if !in_order {
+        members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    }
+    out.push('{');
+    for (i, (k, v)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(out, k);
+        out.push(':');
+        write_value(out, v);
+    }
+    out.push('}');
 }
 
 /// Integers are written exactly. Within 2^53 (all the core accepts in decision inputs)
@@ -72,21 +89,30 @@ fn write_number(out: &mut String, n: &Number) {
 
 fn write_string(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if c < ' ' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Runs of characters that need no escape are copied whole; every byte that needs one
+    // is ASCII, so each run ends on a character boundary.
+    let mut run = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{:04x}", b);
+        } else {
+            out.push_str(escape);
         }
+        run = i + 1;
     }
+    out.push_str(&s[run..]);
     out.push('"');
 }
 

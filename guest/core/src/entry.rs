@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
 use crate::authority::Mark;
-use crate::canon::{canonical, sha256_hex};
+use crate::canon::{canonical_object, sha256_hex};
 use alloc::sync::Arc;
 
 use crate::journal::{Journal, JournalError};
@@ -42,9 +42,7 @@ impl Spelled for State {
 }
 
 pub fn hash_of(obj: &Map<String, Value>) -> String {
-    let mut without = obj.clone();
-    without.remove("hash");
-    sha256_hex(canonical(&Value::Object(without)).as_bytes())
+    sha256_hex(canonical_object(obj, Some("hash")).as_bytes())
 }
 
 impl Stream {
@@ -109,7 +107,7 @@ impl Stream {
         }
         // The line must be the canonical form of what it says, or an edit that parses to
         // the same value (an escape spelled another way) would slip past the hash.
-        if canonical(&Value::Object(obj.clone())) != line {
+        if canonical_object(&obj, None) != line {
             return Err(problem(
                 ProblemKind::HashMismatch,
                 format!("{state} entry was edited: it is not in canonical form"),
@@ -238,7 +236,7 @@ impl Stream {
             obj.insert("prev".into(), head.clone().into());
             let hash = hash_of(&obj);
             obj.insert("hash".into(), hash.clone().into());
-            texts.push(canonical(&Value::Object(obj.clone())));
+            texts.push(canonical_object(&obj, None));
             sealed.push(obj);
             head = hash;
         }

@@ -348,9 +348,174 @@ fn a_bundle_answers_the_five_questions_and_refuses_bad_input() {
         proof::check_bundle(&edited, &v),
         Err(ProofError::BadSignature(_))
     ));
+    // Answers the receipts do not give, signed again with the right key: refused.
+    let mut doc: serde_json::Map<String, Value> = serde_json::from_str(&bundle).unwrap();
+    doc["answers"][1]["happened_once"]["answer"] = json!("yes");
+    let resigned = serde_json::to_string(&proof::sign_document(doc.clone(), &s)).unwrap();
+    match proof::check_bundle(&resigned, &v) {
+        Err(ProofError::ProofFailed(m)) => assert!(
+            m.contains("happened_once") && m.contains(b.as_str()),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    doc.remove("answers");
+    let none = serde_json::to_string(&proof::sign_document(doc, &s)).unwrap();
+    assert!(matches!(
+        proof::check_bundle(&none, &v),
+        Err(ProofError::Malformed(_))
+    ));
     // A period with nothing in it is an empty bundle, still signed.
     let empty = g
         .bundle(&mut j, T0 + 10, T0 + HOUR, T0 + 2 * HOUR, &s)
         .unwrap();
     assert_eq!(proof::check_bundle(&empty, &v).unwrap()["count"], 0);
+}
+
+/// Drives `p` to its end, answering each ask with `reply` (premises captured as `{"refunded": 0}`
+/// unless `reply` says otherwise). Answers the effect id.
+fn drive(
+    g: &mut Gate,
+    j: &mut MemJournal,
+    now: u64,
+    p: &str,
+    reply: impl Fn(&Ask) -> Option<Reply>,
+) -> String {
+    let mut step = g.submit(j, now, p).unwrap();
+    loop {
+        if let Ask::Done(o) = &step.ask {
+            return o.effect_id.clone();
+        }
+        let r = reply(&step.ask).unwrap_or_else(|| match &step.ask {
+            Ask::Capture { .. } => Reply::Captured(r#"{"refunded":0}"#.into()),
+            Ask::Authorize { .. } => Reply::Allowed(true),
+            Ask::Apply { .. } => Reply::Applied(r#"{"refund":"re_1"}"#.into()),
+            Ask::Query { .. } => Reply::NotFound,
+            other => panic!("unexpected {other:?}"),
+        });
+        step = g.resume(j, now, step.op, r).unwrap();
+    }
+}
+
+/// A bundle with every kind of answer, made here (a fixed key and clock, so the same bytes
+/// each run) and kept as tests/outside/fixture/bundle.json: the outside checkers must
+/// recompute each of its answers from its receipts (hosts/python/tests/test_proof.py,
+/// hosts/node/test/proof.test.js). `INTERLOCK_WRITE_FIXTURE=1` writes it anew.
+#[test]
+fn a_bundle_of_every_kind_of_answer_is_the_outside_fixture() {
+    let (mut g, mut j) = (Gate::new(), MemJournal::new());
+    for who in ["case", "alice", "bob", "ops"] {
+        g.grant_lease(&mut j, T0, who, T0 + 48 * HOUR).unwrap();
+    }
+    g.set_approval_rules(
+        &mut j,
+        T0,
+        &json!({"rules": [{"name": "large", "target": "payments",
+                           "when": [{"field": "/effect/amount_cents", "over": 5000}],
+                           "then": "person", "route": "finance", "approvers_needed": 2}],
+                "routes": {"finance": {"primary_approvers": ["alice", "bob"]}}})
+        .to_string(),
+    )
+    .unwrap();
+    let refund = |order: &str, cents: u64, lookup: bool| {
+        json!({"agent": "refund-agent",
+               "target": {"name": "payments", "lookup": lookup, "timeout_ms": 30_000},
+               "key": format!("refund:{order}"), "effect": {"order": order, "amount_cents": cents},
+               "authority": {"lease": "case"}, "premises": {"refunded": 0}})
+        .to_string()
+    };
+    let mail = |to: &str| {
+        json!({"agent": "mail-agent", "target": {"name": "mail"}, "key": format!("mail:{to}"),
+               "effect": {"to": to}, "authority": {"lease": "case"}})
+        .to_string()
+    };
+    let none = |_: &Ask| None;
+    let lost = |a: &Ask| matches!(a, Ask::Apply { .. }).then(|| Reply::Unknown("timeout".into()));
+    // Sent once and applied.
+    drive(&mut g, &mut j, T0 + 1, &refund("o1", 100, true), none);
+    // The reply lost; recovery's lookup finds it.
+    let b = drive(&mut g, &mut j, T0 + 2, &refund("o2", 200, true), lost);
+    let step = g.recover(&mut j, T0 + 60_000, &b).unwrap();
+    assert!(matches!(step.ask, Ask::Query { .. }), "{:?}", step.ask);
+    let s = g
+        .resume(&mut j, T0 + 60_000, step.op, Reply::Found(r#"{"refund":"re_2"}"#.into()))
+        .unwrap();
+    assert!(matches!(s.ask, Ask::Done(_)));
+    // A premise changed: refused, never sent.
+    drive(&mut g, &mut j, T0 + 3, &refund("o3", 300, true), |a| {
+        matches!(a, Ask::Capture { .. }).then(|| Reply::Captured(r#"{"refunded":50}"#.into()))
+    });
+    // The service rejected it.
+    drive(&mut g, &mut j, T0 + 4, &refund("o4", 400, true), |a| {
+        matches!(a, Ask::Apply { .. }).then(|| Reply::Rejected("card expired".into()))
+    });
+    // Two people approved it, then it went out.
+    let large = refund("o5", 9000, true);
+    drive(&mut g, &mut j, T0 + 5, &large, none);
+    let inbox = g.inbox(&mut j, T0 + 5).unwrap();
+    let item = inbox
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["kind"] == "approval")
+        .unwrap_or_else(|| panic!("no approval in {inbox}"))["item"]
+        .clone();
+    for who in ["alice", "bob"] {
+        g.decide(&mut j, T0 + 6, &json!({"item": item, "decider": who, "verdict": "approve"}).to_string())
+            .unwrap();
+    }
+    drive(&mut g, &mut j, T0 + 7, &large, none);
+    // Sent, no answer, no lookup: ambiguous; a person finds it happened (CONFIRMED), and
+    // another one stays unknown.
+    for (to, settle) in [("x@shop", true), ("y@shop", false)] {
+        let id = drive(&mut g, &mut j, T0 + 8, &mail(to), lost);
+        g.recover(&mut j, T0 + 20 * 60_000, &id).unwrap();
+        if settle {
+            g.decide(&mut j, T0 + 21 * 60_000, &json!({"item": id, "decider": "ops", "verdict": "happened",
+                                                     "evidence": {"mail_log": "250 OK id 17"}}).to_string())
+                .unwrap();
+        }
+    }
+    // The lease revoked first: refused.
+    g.revoke_lease(&mut j, T0 + 22 * 60_000, "case").unwrap();
+    drive(&mut g, &mut j, T0 + 22 * 60_000, &refund("o6", 600, true), none);
+
+    let (s, v) = keys("fixture.example/interlock", 42);
+    g.checkpoint(&mut j, T0 + HOUR, &s).unwrap();
+    let bundle = g.bundle(&mut j, T0 + HOUR, T0, T0 + HOUR, &s).unwrap();
+    let checked = proof::check_bundle(&bundle, &v).unwrap();
+    let effects = checked["effects"].as_array().unwrap();
+    assert_eq!(effects.len(), 8);
+    // Every kind of answer is in it.
+    let mut seen = std::collections::BTreeSet::new();
+    for e in effects {
+        for q in proof::QUESTIONS {
+            if let Some(a) = e[q]["answer"].as_str() {
+                seen.insert(format!("{q}={a}"));
+            }
+        }
+        seen.insert(format!("who_decided={}", e["who_decided"]["answer"]));
+    }
+    for want in [
+        "happened_once=yes", "happened_once=no", "happened_once=unknown",
+        "authorized_when_fired=yes", "authorized_when_fired=not_fired",
+        "premises_held=yes", "premises_held=no", "premises_held=not_fired",
+        "service_confirmed=yes", "service_confirmed=no", "service_confirmed=unknown",
+        "service_confirmed=not_fired", r#"who_decided=["refund-agent","alice","bob"]"#,
+        r#"who_decided=["mail-agent","ops"]"#,
+    ] {
+        assert!(seen.contains(want), "{want} not in {seen:?}");
+    }
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/outside/fixture");
+    let (file, key) = (format!("{dir}/bundle.json"), format!("{dir}/bundle.pub"));
+    if std::env::var_os("INTERLOCK_WRITE_FIXTURE").is_some() {
+        std::fs::write(&file, &bundle).unwrap();
+        std::fs::write(&key, format!("{}\n", v.text())).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap_or_default(),
+        bundle,
+        "{file} is not the bundle this test makes: INTERLOCK_WRITE_FIXTURE=1 writes it"
+    );
+    assert_eq!(std::fs::read_to_string(&key).unwrap(), format!("{}\n", v.text()));
 }

@@ -6,8 +6,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import { createPrivateKey, sign } from 'node:crypto';
 import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import canonicalize from 'canonicalize';
 import {
   Interlock, Payments, FakeClock, readKey, writePrivateKey,
   BadKeyError, BadSignatureError, MalformedError, UnknownVersionError, ProofFailedError,
@@ -162,4 +164,43 @@ test('the outside checker accepts what this host made and rejects every mutation
   const forked = outside(join(dir, 'shop.pub'), 'consistency', join(dir, 'forked.json'), join(dir, 'c1.txt'));
   assert.equal(forked.rc, 1, forked.out);
   assert.match(forked.out, /forked/);
+});
+
+/** `doc` signed again with the signed-note private key `signer` (as a forger holding the key would). */
+function resign(doc, signer, verifier) {
+  const seed = Buffer.from(signer.trim().split('+').at(-1), 'base64').subarray(1);
+  const x = Buffer.from(verifier.trim().split('+').at(-1), 'base64').subarray(1);
+  const key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', d: seed.toString('base64url'), x: x.toString('base64url') }, format: 'jwk' });
+  const body = Object.fromEntries(Object.entries(doc).filter(([k]) => k !== 'signature'));
+  const value = sign(null, Buffer.from(canonicalize(body), 'utf8'), key).toString('base64');
+  return JSON.stringify({ ...body, signature: { ...doc.signature, value } });
+}
+
+test('the outside checker recomputes a bundle\'s five answers: a changed answer, signed again, is caught', async () => {
+  // Every kind of answer (tests/outside/fixture/bundle.json, made by the core's test).
+  const fixture = join(REPO, 'tests/outside/fixture');
+  const all = outside(join(fixture, 'bundle.pub'), 'bundle', join(fixture, 'bundle.json'));
+  assert.equal(all.rc, 0, all.out);
+  for (const kind of ['happened_once unknown', 'premises_held no', 'service_confirmed not_fired', 'authorized_when_fired not_fired', 'service_confirmed no']) {
+    assert.ok(all.out.includes(kind), `${kind}: ${all.out}`);
+  }
+  const dir = tempDir();
+  const { gate, ids } = await shop(dir);
+  const { signer, verifier } = gate.generateKey('shop.example/interlock');
+  writeFileSync(join(dir, 'shop.pub'), verifier);
+  const doc = JSON.parse(gate.bundle(signer));
+  doc.answers[1].happened_once.answer = 'unknown';
+  const forged = resign(doc, signer, verifier);
+  writeFileSync(join(dir, 'forged.json'), forged);
+  const caught = outside(join(dir, 'shop.pub'), 'bundle', join(dir, 'forged.json'));
+  assert.equal(caught.rc, 1, caught.out);
+  assert.ok(caught.out.includes(`happened_once for ${ids[1]}`), caught.out);
+  assert.throws(() => gate.checkBundle(forged, verifier), ProofFailedError);
+  doc.answers[1].happened_once.answer = 'yes';
+  doc.answers[0].who_decided.answer = ['refund-agent', 'mallory'];
+  writeFileSync(join(dir, 'forged.json'), resign(doc, signer, verifier));
+  const names = outside(join(dir, 'shop.pub'), 'bundle', join(dir, 'forged.json'));
+  assert.equal(names.rc, 1, names.out);
+  assert.match(names.out, /who_decided/);
+  await gate.close();
 });

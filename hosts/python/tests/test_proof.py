@@ -4,12 +4,16 @@ a bundle with its five answers; bad keys and documents are typed errors that wri
 and tests/outside/check_proof.py (rfc8785, cryptography, hashlib: no Interlock code)
 accepts everything this host produced and rejects every mutated copy."""
 
+import base64
+import json
 import os
 import stat
 import subprocess
 import sys
 
 import pytest
+import rfc8785
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from conftest import REPO
 from interlock import (
@@ -151,6 +155,43 @@ def test_a_bundle_answers_the_five_questions(shop):
         gate.check_bundle(bundle.replace("interlock-bundle/1", "interlock-bundle/0"), public)
     with pytest.raises(BadSignature):
         gate.check_bundle(bundle, gate.generate_key("shop.example/interlock")[1])
+
+
+def resign(doc, private):
+    """`doc` signed again with the signed-note private key `private`, as a forger holding
+    the key would: Ed25519 over the RFC 8785 text without `signature`."""
+    seed = base64.b64decode(private.strip().split("+")[-1])[1:]
+    body = {k: v for k, v in doc.items() if k != "signature"}
+    sig = Ed25519PrivateKey.from_private_bytes(seed).sign(rfc8785.dumps(body))
+    return json.dumps({**body, "signature": {**doc["signature"], "value": base64.b64encode(sig).decode()}})
+
+
+def test_the_outside_checker_recomputes_a_bundles_answers(shop):
+    gate, d, ids, _ = shop
+    # Every kind of answer (tests/outside/fixture/bundle.json, made by the core's test):
+    # each recomputed from its receipt agrees with what the bundle says.
+    fixture = REPO / "tests" / "outside" / "fixture"
+    rc, out = outside(fixture / "bundle.pub", "bundle", fixture / "bundle.json")
+    assert rc == 0 and "its answers follow from its receipts" in out, out
+    for kind in ("happened_once unknown", "premises_held no", "service_confirmed not_fired",
+                 "authorized_when_fired not_fired", "service_confirmed no"):
+        assert kind in out, (kind, out)
+    # An answer changed and the bundle signed again with the right key: the signature holds,
+    # the answer does not, and both the checker and the gate say which.
+    private, public = read_key(d / "shop.key"), read_key(d / "shop.pub")
+    doc = json.loads(gate.bundle(private))
+    doc["answers"][1]["service_confirmed"]["answer"] = "unknown"
+    forged = resign(doc, private)
+    (d / "forged.json").write_text(forged, encoding="utf-8")
+    rc, out = outside(d / "shop.pub", "bundle", d / "forged.json")
+    assert rc == 1 and f"service_confirmed for {ids[1]}" in out, out
+    with pytest.raises(ProofFailed, match="service_confirmed"):
+        gate.check_bundle(forged, public)
+    doc["answers"][1]["service_confirmed"]["answer"] = "yes"
+    doc["answers"][0]["who_decided"]["answer"] = ["agent", "mallory"]
+    (d / "forged.json").write_text(resign(doc, private), encoding="utf-8")
+    rc, out = outside(d / "shop.pub", "bundle", d / "forged.json")
+    assert rc == 1 and "who_decided" in out, out
 
 
 def flip(text, at):

@@ -63,8 +63,9 @@ pub struct Gate {
     settling: BTreeMap<u64, Settling>,
     /// For tests: where this gate's host is to die (`crash_at`).
     crash: Option<CrashPoint>,
-    /// The transparency log's tree, kept between calls (`proofs`).
-    log_tree: Option<crate::proof::tree::Tree>,
+    /// The transparency log as this instance last read it: its leaves, checkpoints and
+    /// tree, extended by what was appended since (`proofs`).
+    log: Option<proofs::KeptLog>,
 }
 
 /// A recovery that waits out another worker's live claim.

@@ -12,12 +12,13 @@
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 
-use super::receipts::{pinned_heads, pins_of, Pins};
+use super::receipts::{pinned_heads, pins_of, receipt_from, Pins};
 use super::streams::Plan;
 use super::Gate;
 use crate::canon::canonical;
@@ -25,7 +26,7 @@ use crate::entry::{Spelled, Stream};
 use crate::journal::Journal;
 use crate::proof::tree::{Hash, Tree};
 use crate::proof::{self, note, Checkpoint, ProofError, Signer, Verifier};
-use crate::receipt::{Problem, ProblemKind, VerifyReport};
+use crate::receipt::{Problem, ProblemKind, Streams, VerifyReport};
 use crate::types::GateError;
 
 pub(crate) const LOG_STREAM: &str = "log:receipts";
@@ -53,8 +54,18 @@ struct Leaf {
     seq: u64,
     effect_id: String,
     receipt: Hash,
+    /// The entry itself, shared with the stream: `pins` is read from it, never copied.
+    entry: Arc<Map<String, Value>>,
+}
+
+impl Leaf {
     /// `{stream, head}` of every stream the receipt pins.
-    pins: Vec<Value>,
+    fn pins(&self) -> &[Value] {
+        self.entry
+            .get("pins")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -65,33 +76,59 @@ struct Signed {
     note: String,
 }
 
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 struct LogView {
     leaves: Vec<Leaf>,
     checkpoints: Vec<Signed>,
+    /// Per effect logged: its latest leaf and the length of its own stream that leaf pins.
+    logged: BTreeMap<String, (usize, u64)>,
 }
 
 impl LogView {
-    /// The pinned length of each effect stream logged last.
-    fn logged(&self) -> BTreeMap<String, u64> {
-        let mut m = BTreeMap::new();
-        for l in &self.leaves {
-            let name = crate::authority::effect_stream(&l.effect_id);
-            let len = l
-                .pins
-                .iter()
-                .find(|p| p.get("stream").and_then(Value::as_str) == Some(name.as_str()))
-                .and_then(|p| p.pointer("/head/length"))
-                .and_then(Value::as_u64)
-                .unwrap_or(0);
-            m.insert(l.effect_id.clone(), len);
-        }
-        m
-    }
-
     fn checkpoint_of(&self, size: u64) -> Option<&Signed> {
         self.checkpoints.iter().rev().find(|c| c.size == size)
     }
+
+    /// The latest leaf of `effect_id` among the first `size` leaves.
+    fn leaf_of(&self, effect_id: &str, size: u64) -> Option<(usize, &Leaf)> {
+        match self.logged.get(effect_id) {
+            Some(&(i, _)) if (i as u64) < size => Some((i, &self.leaves[i])),
+            None => None,
+            Some(_) => self
+                .leaves
+                .iter()
+                .enumerate()
+                .take(size as usize)
+                .rev()
+                .find(|(_, l)| l.effect_id == effect_id),
+        }
+    }
+}
+
+impl KeptLog {
+    /// `proof` of the tree of the first `size` leaves: the kept tree itself when that is
+    /// its size (the latest checkpoint's), else its prefix rebuilt.
+    fn path_in(
+        &self,
+        size: u64,
+        proof: impl Fn(&Tree) -> Result<Vec<Hash>, ProofError>,
+    ) -> Result<Vec<Hash>, ProofError> {
+        if size == self.tree.len() {
+            proof(&self.tree)
+        } else {
+            proof(&self.tree.prefix(size))
+        }
+    }
+}
+
+/// The log as a gate instance last read it, kept between calls: the view of its first
+/// `entries` entries (the last of them hashed `head`) and the tree of their leaves.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct KeptLog {
+    entries: u64,
+    head: String,
+    view: LogView,
+    tree: Tree,
 }
 
 fn hash32(text: Option<&str>, hex_form: bool) -> Option<Hash> {
@@ -111,7 +148,13 @@ fn pins_map(pins: &[Value]) -> Pins {
 /// problem at its place.
 fn read_log(s: &Stream) -> Result<LogView, Problem> {
     let mut view = LogView::default();
-    for (seq, e) in s.entries.iter().enumerate() {
+    extend_log(&mut view, s, 0)?;
+    Ok(view)
+}
+
+/// `view` (of the log's first `from` entries) extended by the rest of `s`.
+fn extend_log(view: &mut LogView, s: &Stream, from: u64) -> Result<(), Problem> {
+    for (seq, e) in s.entries.iter().enumerate().skip(from as usize) {
         let seq = seq as u64;
         let bad = |detail: &str| Problem {
             stream: LOG_STREAM.into(),
@@ -121,7 +164,7 @@ fn read_log(s: &Stream) -> Result<LogView, Problem> {
         };
         match Stream::spelling_of(e) {
             "LOGGED" => {
-                let (Some(effect_id), Some(receipt), Some(pins)) = (
+                let (Some(effect_id), Some(receipt), Some(_)) = (
                     e.get("effect_id").and_then(Value::as_str),
                     hash32(e.get("receipt_sha256").and_then(Value::as_str), true),
                     e.get("pins").and_then(Value::as_array),
@@ -134,12 +177,23 @@ fn read_log(s: &Stream) -> Result<LogView, Problem> {
                         ..bad("a LOGGED entry's index is not its place among the leaves")
                     });
                 }
-                view.leaves.push(Leaf {
+                let leaf = Leaf {
                     seq,
                     effect_id: effect_id.into(),
                     receipt,
-                    pins: pins.clone(),
-                });
+                    entry: e.clone(),
+                };
+                let own = crate::authority::effect_stream(effect_id);
+                let len = leaf
+                    .pins()
+                    .iter()
+                    .find(|p| p.get("stream").and_then(Value::as_str) == Some(own.as_str()))
+                    .and_then(|p| p.pointer("/head/length"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                view.logged
+                    .insert(effect_id.into(), (view.leaves.len(), len));
+                view.leaves.push(leaf);
             }
             "CHECKPOINT" => {
                 let (Some(size), Some(root), Some(note)) = (
@@ -159,7 +213,7 @@ fn read_log(s: &Stream) -> Result<LogView, Problem> {
             _ => return Err(bad("a log entry is LOGGED or CHECKPOINT")),
         }
     }
-    Ok(view)
+    Ok(())
 }
 
 fn corrupt(p: Problem) -> GateError {
@@ -167,26 +221,32 @@ fn corrupt(p: Problem) -> GateError {
 }
 
 impl Gate {
-    /// The log as stored, verified.
-    fn log_view(&mut self, j: &mut dyn Journal) -> Result<LogView, GateError> {
-        let s = self.load(j, LOG_STREAM)?;
-        read_log(&s).map_err(corrupt)
+    /// The log at `s` (its stream as stored, verified): the kept view and tree extended by
+    /// the entries appended since, or read anew when `s` is not the stream kept (another
+    /// worker's rewrite, a repair).
+    fn log_at(&mut self, s: &Stream) -> Result<&KeptLog, GateError> {
+        let kept = self.log.take().filter(|k| {
+            k.entries <= s.len()
+                && (k.entries == 0
+                    || s.entries[k.entries as usize - 1]
+                        .get("hash")
+                        .and_then(Value::as_str)
+                        == Some(k.head.as_str()))
+        });
+        let mut k = kept.unwrap_or_default();
+        extend_log(&mut k.view, s, k.entries).map_err(corrupt)?;
+        for l in &k.view.leaves[k.tree.len() as usize..] {
+            k.tree.push(l.receipt);
+        }
+        k.entries = s.len();
+        k.head.clone_from(&s.head);
+        Ok(self.log.insert(k))
     }
 
-    /// The tree of the log's leaves: kept between calls and extended by what was appended.
-    fn log_tree(&mut self, view: &LogView) -> Tree {
-        let kept = self.log_tree.take().filter(|t| {
-            t.len() <= view.leaves.len() as u64
-                && t.leaves()
-                    .last()
-                    .is_none_or(|l| *l == view.leaves[t.len() as usize - 1].receipt)
-        });
-        let mut t = kept.unwrap_or_default();
-        for l in &view.leaves[t.len() as usize..] {
-            t.push(l.receipt);
-        }
-        self.log_tree = Some(t.clone());
-        t
+    /// The log as stored now, verified.
+    fn log_now(&mut self, j: &mut dyn Journal) -> Result<&KeptLog, GateError> {
+        let s = self.load(j, LOG_STREAM)?;
+        self.log_at(&s)
     }
 
     /// An Ed25519-signed receipt: anyone with the public key checks it.
@@ -246,16 +306,22 @@ impl Gate {
             now_ms,
             true,
             |gate, j, s| {
-                let view = read_log(s).map_err(corrupt)?;
-                let mut tree = gate.log_tree(&view);
-                let logged = view.logged();
+                let kept = gate.log_at(s)?;
+                let view = &kept.view;
+                // The tree grows only once the batch is in: extended on a copy.
+                let mut tree = kept.tree.clone();
                 let mut batch = Vec::new();
+                // What closed since: every effect stream longer than its latest leaf pins
+                // and closed. The journal has no feed of what changed since a position,
+                // and a closed effect can be closed again (a CONFIRMED after a COMMITTED),
+                // so each effect stream's length is asked (ARCHITECTURE.md, "Proof for
+                // outsiders"); only a stream that grew is read, its last entry only.
                 for name in j.streams()? {
                     let Some(id) = name.strip_prefix("effect:") else {
                         continue;
                     };
                     let len = j.length(&name)?;
-                    if len <= logged.get(id).copied().unwrap_or(0) {
+                    if len <= view.logged.get(id).map_or(0, |l| l.1) {
                         continue;
                     }
                     let last = j.read(&name, len - 1)?;
@@ -266,7 +332,7 @@ impl Gate {
                     if open != Some(false) {
                         continue;
                     }
-                    let Some((r, _)) = gate.receipt_at(j, id, None)? else {
+                    let Some((r, _)) = receipt_from(j, id, None, None)? else {
                         continue;
                     };
                     let leaf = proof::body_hash(r.as_object().expect("a receipt is an object"));
@@ -311,12 +377,17 @@ impl Gate {
 
     /// The latest signed checkpoint (none before the first `checkpoint`).
     pub fn latest_checkpoint(&mut self, j: &mut dyn Journal) -> Result<Option<String>, ProofError> {
-        Ok(self.log_view(j)?.checkpoints.last().map(|c| c.note.clone()))
+        Ok(self
+            .log_now(j)?
+            .view
+            .checkpoints
+            .last()
+            .map(|c| c.note.clone()))
     }
 
     /// The size of the tree to prove against: `size`, or the latest checkpoint's; a
     /// checkpoint of that size must have been signed.
-    fn signed_at(&self, view: &LogView, size: Option<u64>) -> Result<Signed, ProofError> {
+    fn signed_at(view: &LogView, size: Option<u64>) -> Result<Signed, ProofError> {
         let last = view.checkpoints.last().ok_or_else(|| {
             ProofError::ProofFailed("the log has no checkpoint yet: run checkpoint first".into())
         })?;
@@ -343,22 +414,20 @@ impl Gate {
         size: Option<u64>,
     ) -> Result<String, ProofError> {
         crate::proposal::check_effect_id(effect_id)?;
-        let view = self.log_view(j)?;
-        let signed = self.signed_at(&view, size)?;
-        let (index, leaf) = view
-            .leaves
-            .iter()
-            .enumerate()
-            .take(signed.size as usize)
-            .rev()
-            .find(|(_, l)| l.effect_id == effect_id)
+        let kept = self.log_now(j)?;
+        let signed = Gate::signed_at(&kept.view, size)?;
+        let (index, leaf) = kept
+            .view
+            .leaf_of(effect_id, signed.size)
             .ok_or_else(|| {
                 ProofError::ProofFailed(format!(
                     "effect {effect_id} is not in the log's first {} leaves (run checkpoint after it closes)",
                     signed.size
                 ))
             })?;
-        let rebuilt = self.receipt_at(j, effect_id, Some(&pins_map(&leaf.pins)))?;
+        let leaf = leaf.clone();
+        let path = kept.path_in(signed.size, |t| t.inclusion(index as u64))?;
+        let rebuilt = receipt_from(j, effect_id, Some(&pins_map(leaf.pins())), None)?;
         let receipt = rebuilt
             .map(|(r, _)| r)
             .filter(|r| proof::body_hash(r.as_object().expect("an object")) == leaf.receipt)
@@ -368,8 +437,6 @@ impl Gate {
                     leaf.seq
                 ))
             })?;
-        let tree = self.log_tree(&view).prefix(signed.size);
-        let path = tree.inclusion(index as u64)?;
         Ok(canonical(&proof::inclusion_document(
             receipt,
             index as u64,
@@ -387,18 +454,15 @@ impl Gate {
         old_size: u64,
         new_size: Option<u64>,
     ) -> Result<String, ProofError> {
-        let view = self.log_view(j)?;
-        let signed = self.signed_at(&view, new_size)?;
+        let kept = self.log_now(j)?;
+        let signed = Gate::signed_at(&kept.view, new_size)?;
         if old_size > signed.size {
             return Err(ProofError::ProofFailed(format!(
                 "a tree of {old_size} leaves is larger than the checkpoint's {}: a checkpoint of another log?",
                 signed.size
             )));
         }
-        let path = self
-            .log_tree(&view)
-            .prefix(signed.size)
-            .consistency(old_size)?;
+        let path = kept.path_in(signed.size, |t| t.consistency(old_size))?;
         Ok(canonical(&proof::consistency_document(
             old_size,
             signed.size,
@@ -457,15 +521,18 @@ impl Gate {
     pub(super) fn verify_log(
         &mut self,
         j: &mut dyn Journal,
+        read: &Streams,
         held: &[Value],
         report: &mut VerifyReport,
     ) -> Result<(), GateError> {
         if report.problems.iter().any(|p| p.stream == LOG_STREAM) {
             return Ok(());
         }
-        let lines = j.read(LOG_STREAM, 0)?;
-        let Ok(s) = Stream::parse(LOG_STREAM, &lines) else {
-            return Ok(());
+        let empty = Stream::empty(LOG_STREAM);
+        let s = match read.result(LOG_STREAM) {
+            Some(Err(_)) => return Ok(()),
+            Some(Ok(s)) => s,
+            None => &empty,
         };
         let view = match read_log(&s) {
             Ok(v) => v,
@@ -502,11 +569,11 @@ impl Gate {
             tree.push(l.receipt);
         }
         for l in &view.leaves {
-            let pins = pins_map(&l.pins);
+            let pins = pins_map(l.pins());
             if report.problems.iter().any(|p| pins.contains_key(&p.stream)) {
                 continue;
             }
-            let held = match self.receipt_at(j, &l.effect_id, Some(&pins)) {
+            let held = match receipt_from(j, &l.effect_id, Some(&pins), Some(read)) {
                 Ok(Some((r, _))) => {
                     proof::body_hash(r.as_object().expect("an object")) == l.receipt
                 }
@@ -572,15 +639,13 @@ impl Gate {
         }
         Ok(())
     }
+}
 
-    /// The `{stream, head}` of every stream the log's leaves pin: anchors for `verify`.
-    pub(super) fn log_pins(&mut self, j: &mut dyn Journal) -> Result<Vec<Value>, GateError> {
-        let lines = j.read(LOG_STREAM, 0)?;
-        let Ok(s) = Stream::parse(LOG_STREAM, &lines) else {
-            return Ok(Vec::new());
-        };
-        Ok(read_log(&s)
-            .map(|v| v.leaves.into_iter().flat_map(|l| l.pins).collect())
-            .unwrap_or_default())
-    }
+/// The `{stream, head}` of every stream the log's leaves pin (the log as `verify` read it):
+/// anchors for `verify`.
+pub(super) fn log_pins(read: &Streams) -> Vec<Value> {
+    read.get(LOG_STREAM)
+        .and_then(|s| read_log(s).ok())
+        .map(|v| v.leaves.iter().flat_map(|l| l.pins().to_vec()).collect())
+        .unwrap_or_default()
 }

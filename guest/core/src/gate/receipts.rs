@@ -14,7 +14,7 @@ use crate::entry::Stream;
 use crate::fields;
 use crate::journal::Journal;
 use crate::proposal::{check_effect_id, field_err, parse_json};
-use crate::receipt::{self, VerifyReport};
+use crate::receipt::{self, Streams, VerifyReport};
 use crate::schema::Obj;
 use crate::types::{GateError, Outcome, State};
 
@@ -57,8 +57,20 @@ fn authority_streams(s: &Stream, people: Option<&Value>) -> BTreeSet<String> {
     out
 }
 
-/// The hash of entry `len - 1` of `stream` as stored (None: it holds fewer).
-fn entry_hash(j: &mut dyn Journal, stream: &str, len: u64) -> Result<Option<String>, GateError> {
+/// The hash of entry `len - 1` of `stream` as stored (None: it holds fewer), from the
+/// streams already read when they hold it.
+fn entry_hash(
+    j: &mut dyn Journal,
+    kept: Option<&Streams>,
+    stream: &str,
+    len: u64,
+) -> Result<Option<String>, GateError> {
+    if let Some(s) = kept.and_then(|k| k.get(stream)).filter(|s| s.len() >= len) {
+        return Ok(s.entries[len as usize - 1]
+            .get("hash")
+            .and_then(Value::as_str)
+            .map(String::from));
+    }
     let lines = j.read(stream, len - 1)?;
     Ok(lines
         .first()
@@ -180,63 +192,7 @@ impl Gate {
         effect_id: &str,
         pins: Option<&Pins>,
     ) -> Result<Option<(Value, Pins)>, GateError> {
-        let name = effect_stream(effect_id);
-        let whole = Stream::load(j, &name)?;
-        let at = |stream: &Stream| -> Option<Stream> {
-            match pins {
-                None => Some(stream.clone()),
-                Some(p) => {
-                    let len = *p.get(&stream.name)?;
-                    stream.pinned(&json!({"head": {"length": len}}))
-                }
-            }
-        };
-        let Some(s) = at(&whole).filter(|s| !s.entries.is_empty()) else {
-            return Ok(None);
-        };
-        let mut used = Pins::new();
-        used.insert(name, s.len());
-        let mut r = receipt::build(effect_id, &s);
-        let people = Stream::load(j, &super::people::request_stream(effect_id))?;
-        let people = match pins {
-            None => Some(people),
-            Some(p) if p.contains_key(&people.name) => match at(&people) {
-                Some(pinned) => Some(pinned),
-                None => return Ok(None),
-            },
-            Some(_) => None,
-        };
-        let part = people.as_ref().and_then(super::people::receipt_part);
-        if let (Some(part), Some(people)) = (&part, &people) {
-            used.insert(people.name.clone(), people.len());
-            r.as_object_mut()
-                .expect("a receipt is an object")
-                .insert("people".into(), part.clone());
-        }
-        // The authority streams the decision relied on, anchored as they stand (or as
-        // pinned): a dropped REVOKED or RESERVED under them shows as a truncation.
-        let mut anchors = Vec::new();
-        for stream in authority_streams(&s, part.as_ref()) {
-            let len = match pins {
-                None => j.length(&stream)?,
-                Some(p) => match p.get(&stream) {
-                    Some(len) => *len,
-                    None => continue,
-                },
-            };
-            if len == 0 {
-                continue;
-            }
-            let Some(hash) = entry_hash(j, &stream, len)? else {
-                return Ok(None);
-            };
-            used.insert(stream.clone(), len);
-            anchors.push(json!({"stream": stream, "head": {"length": len, "hash": hash}}));
-        }
-        r.as_object_mut()
-            .expect("a receipt is an object")
-            .insert("anchors".into(), Value::Array(anchors));
-        Ok(Some((r, used)))
+        receipt_from(j, effect_id, pins, None)
     }
 
     pub fn check_receipt(
@@ -272,9 +228,11 @@ impl Gate {
         if !pins.contains_key(&stream) {
             names.push(stream.clone());
         }
-        let mut report = receipt::verify_streams(j, &names, core::slice::from_ref(r))?;
+        let read = Streams::read(j, &names)?;
+        let mut report = read.report(core::slice::from_ref(r));
         let id = stream.strip_prefix("effect:").unwrap_or("");
-        if !report.problems.is_empty() || j.length(&stream)? == 0 || check_effect_id(id).is_err() {
+        let empty = read.get(&stream).is_none_or(|s| s.entries.is_empty());
+        if !report.problems.is_empty() || empty || check_effect_id(id).is_err() {
             return Ok(report);
         }
         let mismatch = |stream: String, detail: &str| receipt::Problem {
@@ -283,7 +241,7 @@ impl Gate {
             kind: receipt::ProblemKind::HashMismatch,
             detail: detail.into(),
         };
-        let Some((mut rebuilt, _)) = self.receipt_at(j, id, Some(&pins))? else {
+        let Some((mut rebuilt, _)) = receipt_from(j, id, Some(&pins), Some(&read))? else {
             report.problems.push(mismatch(
                 stream,
                 "the receipt does not match the journal it pins",
@@ -332,9 +290,83 @@ impl Gate {
         let (held, mut anchors): (Vec<Value>, Vec<Value>) = parsed
             .into_iter()
             .partition(|a| a.get("checkpoint").is_some());
-        anchors.extend(self.log_pins(j)?);
-        let mut report = receipt::verify_all(j, &anchors)?;
-        self.verify_log(j, &held, &mut report)?;
+        // Every stream is read and verified once, for its chain, the anchors and the log.
+        let names = j.streams()?;
+        let read = Streams::read(j, &names)?;
+        anchors.extend(super::proofs::log_pins(&read));
+        let mut report = read.report(&anchors);
+        self.verify_log(j, &read, &held, &mut report)?;
         Ok(report)
     }
+}
+
+/// The receipt of `effect_id` and what it pins (see [`Gate::receipt_at`]), reading streams
+/// from `kept` (what a `verify` already read and verified) where it holds them.
+pub(crate) fn receipt_from(
+    j: &mut dyn Journal,
+    effect_id: &str,
+    pins: Option<&Pins>,
+    kept: Option<&Streams>,
+) -> Result<Option<(Value, Pins)>, GateError> {
+    let load = |j: &mut dyn Journal, name: &str| match kept.and_then(|k| k.get(name)) {
+        Some(s) => Ok(s.clone()),
+        None => Stream::load(j, name),
+    };
+    let name = effect_stream(effect_id);
+    let whole = load(j, &name)?;
+    let at = |stream: &Stream| -> Option<Stream> {
+        match pins {
+            None => Some(stream.clone()),
+            Some(p) => {
+                let len = *p.get(&stream.name)?;
+                stream.pinned(&json!({"head": {"length": len}}))
+            }
+        }
+    };
+    let Some(s) = at(&whole).filter(|s| !s.entries.is_empty()) else {
+        return Ok(None);
+    };
+    let mut used = Pins::new();
+    used.insert(name, s.len());
+    let mut r = receipt::build(effect_id, &s);
+    let people = load(j, &super::people::request_stream(effect_id))?;
+    let people = match pins {
+        None => Some(people),
+        Some(p) if p.contains_key(&people.name) => match at(&people) {
+            Some(pinned) => Some(pinned),
+            None => return Ok(None),
+        },
+        Some(_) => None,
+    };
+    let part = people.as_ref().and_then(super::people::receipt_part);
+    if let (Some(part), Some(people)) = (&part, &people) {
+        used.insert(people.name.clone(), people.len());
+        r.as_object_mut()
+            .expect("a receipt is an object")
+            .insert("people".into(), part.clone());
+    }
+    // The authority streams the decision relied on, anchored as they stand (or as
+    // pinned): a dropped REVOKED or RESERVED under them shows as a truncation.
+    let mut anchors = Vec::new();
+    for stream in authority_streams(&s, part.as_ref()) {
+        let len = match pins {
+            None => j.length(&stream)?,
+            Some(p) => match p.get(&stream) {
+                Some(len) => *len,
+                None => continue,
+            },
+        };
+        if len == 0 {
+            continue;
+        }
+        let Some(hash) = entry_hash(j, kept, &stream, len)? else {
+            return Ok(None);
+        };
+        used.insert(stream.clone(), len);
+        anchors.push(json!({"stream": stream, "head": {"length": len, "hash": hash}}));
+    }
+    r.as_object_mut()
+        .expect("a receipt is an object")
+        .insert("anchors".into(), Value::Array(anchors));
+    Ok(Some((r, used)))
 }

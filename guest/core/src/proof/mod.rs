@@ -17,7 +17,7 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
-use crate::canon::canonical;
+use crate::canon::canonical_object;
 use crate::types::GateError;
 
 pub mod answers;
@@ -123,9 +123,7 @@ pub fn body_hash(doc: &Map<String, Value>) -> Hash {
 }
 
 fn body_text(doc: &Map<String, Value>) -> String {
-    let mut body = doc.clone();
-    body.remove("signature");
-    canonical(&Value::Object(body))
+    canonical_object(doc, Some("signature"))
 }
 
 /// Sign a receipt or a bundle: `signature: {alg: Ed25519, key: <name>+<id>, value:
@@ -317,7 +315,18 @@ pub fn check_consistency(
     Ok(new)
 }
 
-/// A signed bundle of `receipts` (unsigned bodies) of the period `[from_ms, to_ms)`.
+/// The questions a bundle answers per effect, in the order of its `answers`.
+pub const QUESTIONS: [&str; 5] = [
+    "happened_once",
+    "authorized_when_fired",
+    "premises_held",
+    "who_decided",
+    "service_confirmed",
+];
+
+/// A signed bundle of `receipts` (unsigned bodies) of the period `[from_ms, to_ms)`, with
+/// the five answers for each, so a reader sees what the gate concluded and a checker can
+/// hold it to the receipts.
 pub fn bundle_document(
     receipts: Vec<Value>,
     from_ms: u64,
@@ -331,15 +340,22 @@ pub fn bundle_document(
     b.insert("period".into(), json!({"from_ms": from_ms, "to_ms": to_ms}));
     b.insert("made_at_ms".into(), made_at_ms.into());
     b.insert("count".into(), (receipts.len() as u64).into());
+    let answers = receipts
+        .iter()
+        .filter_map(Value::as_object)
+        .map(answers::five)
+        .collect();
     b.insert("receipts".into(), Value::Array(receipts));
+    b.insert("answers".into(), Value::Array(answers));
     if let Some(c) = checkpoint {
         b.insert("checkpoint".into(), c.into());
     }
     Value::Object(sign_document(b, signer))
 }
 
-/// Check a bundle (its format, its signature under `verifier`, whole) and answer the five
-/// questions for each effect in it.
+/// Check a bundle (its format, its signature under `verifier`, whole), answer the five
+/// questions for each effect in it from its receipt, and hold the bundle's own answers to
+/// them: a bundle signed with answers its receipts do not give is refused.
 pub fn check_bundle(text: &str, verifier: &Verifier) -> Result<Value, ProofError> {
     let doc = document(text, "the bundle")?;
     format_of(&doc, "bundle", BUNDLE_FORMAT, "the bundle")?;
@@ -353,12 +369,30 @@ pub fn check_bundle(text: &str, verifier: &Verifier) -> Result<Value, ProofError
     if doc.get("count").and_then(Value::as_u64) != Some(receipts.len() as u64) {
         return Err(malformed("the bundle's count does not match its receipts"));
     }
+    let said = doc
+        .get("answers")
+        .and_then(Value::as_array)
+        .filter(|a| a.len() == receipts.len())
+        .ok_or_else(|| malformed("the bundle has no \"answers\" list, one per receipt"))?;
     let mut effects = Vec::new();
-    for (i, r) in receipts.iter().enumerate() {
+    for (i, (r, said)) in receipts.iter().zip(said).enumerate() {
         let r = r
             .as_object()
             .ok_or_else(|| malformed(format!("the bundle's receipt {i} is not an object")))?;
-        effects.push(answers::five(r));
+        let five = answers::five(r);
+        if let Some(q) = ["effect_id", "final", "executed"]
+            .into_iter()
+            .chain(QUESTIONS)
+            .find(|q| said.get(q) != five.get(q))
+        {
+            return Err(ProofError::ProofFailed(format!(
+                "the bundle's answer {q} for effect {} is {}, but its receipt gives {}: the answers were changed",
+                five["effect_id"],
+                said.get(q).unwrap_or(&Value::Null),
+                five[q]
+            )));
+        }
+        effects.push(five);
     }
     Ok(
         json!({"bundle": BUNDLE_FORMAT, "period": doc.get("period").cloned().unwrap_or(Value::Null),
