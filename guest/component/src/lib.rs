@@ -43,6 +43,7 @@ mod api;
 #[cfg(feature = "http")]
 mod http;
 mod loops;
+mod proof;
 mod storage;
 // wit/deps holds two versions of wasi:clocks (0.2.0 for the gate, 0.2.12 for wasi:http).
 use wasi::clocks0_2_0::wall_clock;
@@ -200,7 +201,7 @@ fn reply(r: t::Reply) -> core_::Reply {
     }
 }
 
-fn err(e: core_::GateError) -> g::GateError {
+pub(crate) fn err(e: core_::GateError) -> g::GateError {
     match e {
         core_::GateError::InvalidJson(m) => g::GateError::InvalidJson(m),
         core_::GateError::InvalidField { field, problem } => {
@@ -216,7 +217,7 @@ fn err(e: core_::GateError) -> g::GateError {
     }
 }
 
-fn report(r: core_::VerifyReport) -> g::VerifyReport {
+pub(crate) fn report(r: core_::VerifyReport) -> g::VerifyReport {
     g::VerifyReport {
         streams: r.streams,
         entries: r.entries,

@@ -46,6 +46,14 @@ pub fn with_member(text: &str, at: usize, name: &str, value: &Value) -> String {
     out
 }
 
+/// The canonical text of an object, less its member `skip` when given (a document's
+/// `signature`): what is signed, with no copy of the object made.
+pub fn canonical_object(map: &Map<String, Value>, skip: Option<&str>) -> String {
+    let mut out = String::with_capacity(256);
+    write_object(&mut out, map, skip);
+    out
+}
+
 fn write_value(out: &mut String, v: &Value) {
     match v {
         Value::Null => out.push_str("null"),

@@ -17,6 +17,7 @@ mod entry;
 mod gate;
 pub mod http_api;
 mod journal;
+pub mod proof;
 mod proposal;
 mod receipt;
 pub mod recovery;

@@ -2,6 +2,7 @@
 //! holding the journal can rebuild and check it; its head pins the stream against
 //! truncation, and an HMAC-SHA256 signature lets a party holding the key (the service, an
 //! auditor) check it was not edited.
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
@@ -9,7 +10,7 @@ use hmac::{Hmac, Mac};
 use serde_json::{Map, Value};
 use sha2::Sha256;
 
-use crate::canon::canonical;
+use crate::canon::{canonical, canonical_object};
 use crate::entry::Stream;
 use crate::journal::Journal;
 use crate::types::{GateError, State};
@@ -190,10 +191,8 @@ pub fn signature_holds(receipt: &Value, key: &[u8]) -> bool {
     else {
         return false;
     };
-    let mut body = obj.clone();
-    body.remove("signature");
     let mut m = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
-    m.update(canonical(&Value::Object(body)).as_bytes());
+    m.update(canonical_object(obj, Some("signature")).as_bytes());
     match hex::decode(given) {
         Ok(bytes) => m.verify_slice(&bytes).is_ok(),
         Err(_) => false,
@@ -240,38 +239,97 @@ pub fn anchor_problem(anchor: &Value, s: &Stream) -> Option<Problem> {
     None
 }
 
-/// Verify every stream's chain, and each anchor against its stream.
-pub fn verify_all(j: &mut dyn Journal, anchors: &[Value]) -> Result<VerifyReport, GateError> {
-    let mut report = VerifyReport::default();
-    for name in j.streams()? {
-        let lines = j.read(&name, 0)?;
-        report.streams += 1;
-        report.entries += lines.len() as u64;
-        match Stream::parse(&name, &lines) {
-            Err(p) => report.problems.push(p),
-            Ok(s) => {
-                for a in anchors
-                    .iter()
-                    .filter(|a| a.get("stream").and_then(Value::as_str) == Some(name.as_str()))
-                {
-                    report.problems.extend(anchor_problem(a, &s));
+/// Every `{stream, head}` a list of anchors pins: each anchor, and a receipt's own anchors
+/// (the authority streams it relied on) and its people part.
+fn expand(anchors: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for a in anchors {
+        out.push(a.clone());
+        for inner in a
+            .get("anchors")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            out.push(inner.clone());
+        }
+        if let Some(p) = a.get("people").filter(|p| p.get("stream").is_some()) {
+            out.push(p.clone());
+        }
+    }
+    out
+}
+
+/// Streams read and verified once, for every check of one `verify`: each stream's
+/// verified chain, or the first problem in it, in the order they were named.
+pub(crate) struct Streams {
+    read: Vec<(String, Result<Stream, Problem>)>,
+    at: BTreeMap<String, usize>,
+    entries: u64,
+}
+
+impl Streams {
+    /// Read and verify the chains of `names`.
+    pub fn read(j: &mut dyn Journal, names: &[String]) -> Result<Streams, GateError> {
+        let mut out = Streams {
+            read: Vec::with_capacity(names.len()),
+            at: BTreeMap::new(),
+            entries: 0,
+        };
+        for name in names {
+            let lines = j.read(name, 0)?;
+            out.entries += lines.len() as u64;
+            out.at.insert(name.clone(), out.read.len());
+            out.read.push((name.clone(), Stream::parse(name, &lines)));
+        }
+        Ok(out)
+    }
+
+    /// Stream `name` as read, when it was read: its chain, or the first problem in it.
+    pub fn result(&self, name: &str) -> Option<&Result<Stream, Problem>> {
+        self.at.get(name).map(|i| &self.read[*i].1)
+    }
+
+    /// Stream `name` when it was read and its chain holds.
+    pub fn get(&self, name: &str) -> Option<&Stream> {
+        self.result(name).and_then(|r| r.as_ref().ok())
+    }
+
+    /// The report: each stream's chain problem, or each anchor's against it, in order; then
+    /// each anchor whose stream was not read (a stream gone is a truncation at 0).
+    pub fn report(&self, anchors: &[Value]) -> VerifyReport {
+        let anchors = &expand(anchors);
+        let mut report = VerifyReport {
+            streams: self.read.len() as u64,
+            entries: self.entries,
+            problems: Vec::new(),
+        };
+        for (name, read) in &self.read {
+            match read {
+                Err(p) => report.problems.push(p.clone()),
+                Ok(s) => {
+                    for a in anchors
+                        .iter()
+                        .filter(|a| a.get("stream").and_then(Value::as_str) == Some(name.as_str()))
+                    {
+                        report.problems.extend(anchor_problem(a, s));
+                    }
                 }
             }
         }
-    }
-    // An anchor whose stream is gone entirely is the most complete truncation of all.
-    let names = j.streams()?;
-    for a in anchors {
-        if let Some(stream) = a.get("stream").and_then(Value::as_str) {
-            if !names.iter().any(|n| n == stream) {
-                report.problems.push(Problem {
-                    stream: stream.into(),
-                    seq: 0,
-                    kind: ProblemKind::Truncated,
-                    detail: "the receipt's stream is missing".into(),
-                });
+        // An anchor whose stream is gone entirely is the most complete truncation of all.
+        for a in anchors {
+            if let Some(stream) = a.get("stream").and_then(Value::as_str) {
+                if !self.at.contains_key(stream) {
+                    report.problems.push(Problem {
+                        stream: stream.into(),
+                        seq: 0,
+                        kind: ProblemKind::Truncated,
+                        detail: "the receipt's stream is missing".into(),
+                    });
+                }
             }
         }
+        report
     }
-    Ok(report)
 }

@@ -94,8 +94,9 @@ The API is docs/http-api.yaml, the Worker's (hosts/edge): every request carries
 subfolder of the folder given (or one shared journal's URL, served as --name). The
 component (dist/interlock_http.wasm, world http-gate) decides everything; it reads its
 settings from the environment this passes it: INTERLOCK_TOKEN (required), INTERLOCK_TARGETS
-(or --targets FILE: the HTTP targets it performs itself), INTERLOCK_RECEIPT_KEY and
-INTERLOCK_STRICT_AUTHORITY (1: a proposal naming no lease or approval is refused; by default
+(or --targets FILE: the HTTP targets it performs itself), INTERLOCK_RECEIPT_KEY (HMAC
+receipts) or INTERLOCK_SIGNING_KEY (Ed25519 receipts, bundles and log checkpoints:
+interlock keygen), and INTERLOCK_STRICT_AUTHORITY (1: a proposal naming no lease or approval is refused; by default
 it runs under its agent's standing lease).
 
 Prints `listening on http://HOST:PORT` once it accepts requests. Exit codes: 2 a missing
@@ -151,6 +152,28 @@ told what changed):
   interlock effect JOURNAL --repo . --definition '...'      # no EFFECT: recover the open ones
 Exit codes: 0 COMMITTED; 1 REFUSED, AMBIGUOUS or still open (--json: the outcome); 2 usage or
 input error, nothing recorded.";
+
+const PROOF_HELP: &str = "\
+Keys are Ed25519 in the C2SP signed-note encoding (golang.org/x/mod/sumdb/note):
+  public  NAME+KEYID+BASE64            anyone checks with it
+  private PRIVATE+KEY+NAME+KEYID+BASE64  a file of its own, owner-only; never on the
+                                        command line, never printed
+  interlock keygen shop.example/interlock --private-key shop.key --public-key shop.pub
+  interlock receipt DIR EFFECT_ID --signing-key shop.key > receipt.json
+  interlock check-receipt receipt.json --public-key shop.pub          # the signature alone
+  interlock check-receipt receipt.json --public-key shop.pub --journal DIR   # and the journal
+  interlock checkpoint DIR --signing-key shop.key     # log what closed since, sign the tree
+  interlock prove inclusion DIR EFFECT_ID > proof.json
+  interlock check-inclusion proof.json --public-key shop.pub
+  interlock prove consistency DIR --old-checkpoint old.txt > cons.json
+  interlock check-consistency cons.json --old-checkpoint old.txt --public-key shop.pub
+  interlock bundle DIR --from-ms A --to-ms B --signing-key shop.key > bundle.json
+  interlock check-bundle bundle.json --public-key shop.pub
+A key may come from the environment instead: --signing-key-env VAR, --public-key-env VAR.
+
+Exit codes: 0 holds; 1 a signature, proof or journal check fails (what and where);
+2 usage or input error: a missing or malformed key, a document cut short or of an unknown
+version (nothing is written).";
 
 const REVOKE_HELP: &str = "\
 Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
@@ -217,6 +240,10 @@ pub(crate) enum Cmd {
         /// Receipts (JSON files) that pin their streams, so truncation is caught too.
         #[arg(long = "receipt", value_name = "FILE")]
         receipts: Vec<PathBuf>,
+        /// Checkpoints of the journal's log you hold (signed notes): its first leaves must
+        /// still be those.
+        #[arg(long = "checkpoint", value_name = "FILE")]
+        checkpoints: Vec<PathBuf>,
     },
     /// Print an effect's receipt as JSON.
     Receipt {
@@ -226,8 +253,100 @@ pub(crate) enum Cmd {
         /// The effect id (32 hex digits).
         effect: String,
         /// Sign the receipt with HMAC-SHA256 under the bytes of this file.
-        #[arg(long, value_name = "FILE")]
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["signing_key", "signing_key_env"])]
         key_file: Option<PathBuf>,
+        #[command(flatten)]
+        signing: SigningKeyArgs,
+    },
+    /// Make an Ed25519 key pair for signed receipts, bundles and the log's checkpoints.
+    #[command(after_help = PROOF_HELP)]
+    Keygen {
+        /// The key's name, and the log's origin in its checkpoints (a schema-less URL such
+        /// as shop.example/interlock).
+        name: String,
+        /// Where to write the private key: a new file, owner-only (0600).
+        #[arg(long, value_name = "FILE")]
+        private_key: PathBuf,
+        /// Also write the public key to this new file (it is printed either way).
+        #[arg(long, value_name = "FILE")]
+        public_key: Option<PathBuf>,
+    },
+    /// Check a signed receipt: with --public-key anyone can (Ed25519); with --journal it
+    /// must also match the journal it pins (its stream, its anchors, its decisions).
+    #[command(after_help = PROOF_HELP)]
+    CheckReceipt {
+        /// The receipt (JSON), or `-` for stdin.
+        receipt: PathBuf,
+        #[command(flatten)]
+        public: PublicKeyArgs,
+        /// An HMAC receipt's key instead (the bytes of this file; needs --journal).
+        #[arg(long, value_name = "FILE", conflicts_with_all = ["public_key", "public_key_env"], requires = "journal")]
+        key_file: Option<PathBuf>,
+        /// The journal the receipt is of (a folder or a shared journal's URL).
+        #[arg(long, value_name = "DIR|URL")]
+        journal: Option<PathBuf>,
+    },
+    /// Append the receipt of every effect closed since to the journal's transparency log and
+    /// sign a checkpoint of it (C2SP tlog-checkpoint). Durable; prints the checkpoint.
+    #[command(after_help = PROOF_HELP)]
+    Checkpoint {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        #[command(flatten)]
+        signing: SigningKeyArgs,
+    },
+    /// Print a proof from the journal's log: an effect's inclusion, or the log's
+    /// consistency with an older checkpoint.
+    #[command(after_help = PROOF_HELP)]
+    Prove {
+        #[command(subcommand)]
+        what: ProveCmd,
+    },
+    /// Check an inclusion proof with the log's public key.
+    #[command(after_help = PROOF_HELP)]
+    CheckInclusion {
+        /// The proof (JSON), or `-` for stdin.
+        proof: PathBuf,
+        #[command(flatten)]
+        public: PublicKeyArgs,
+        /// Check against this checkpoint (one you hold) instead of the proof's own.
+        #[arg(long, value_name = "FILE")]
+        checkpoint: Option<PathBuf>,
+    },
+    /// Check a consistency proof from a checkpoint you hold: nothing before it was rewritten.
+    #[command(after_help = PROOF_HELP)]
+    CheckConsistency {
+        /// The proof (JSON), or `-` for stdin.
+        proof: PathBuf,
+        /// The older checkpoint you hold.
+        #[arg(long, value_name = "FILE")]
+        old_checkpoint: PathBuf,
+        #[command(flatten)]
+        public: PublicKeyArgs,
+    },
+    /// Print a signed bundle of the receipts of every effect proposed in a period.
+    #[command(after_help = PROOF_HELP)]
+    Bundle {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The period's start (Unix ms, included).
+        #[arg(long, value_name = "MS", default_value_t = 0)]
+        from_ms: u64,
+        /// The period's end (Unix ms, excluded) [default: now].
+        #[arg(long, value_name = "MS")]
+        to_ms: Option<u64>,
+        #[command(flatten)]
+        signing: SigningKeyArgs,
+    },
+    /// Check a bundle with the public key and answer, per effect: did it happen once, was
+    /// it authorized when it fired, did its premises hold, who decided, did the service
+    /// confirm.
+    #[command(after_help = PROOF_HELP)]
+    CheckBundle {
+        /// The bundle (JSON), or `-` for stdin.
+        bundle: PathBuf,
+        #[command(flatten)]
+        public: PublicKeyArgs,
     },
     /// Cut a torn last line off a journal (it is saved to a side file first).
     Repair {
@@ -447,6 +566,63 @@ pub(crate) struct EffectArgs {
     /// For tests: stop at this point as a killed process would.
     #[arg(long, value_enum, hide = true)]
     pub(crate) crash_at: Option<CrashAt>,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum ProveCmd {
+    /// The inclusion proof of an effect's logged receipt.
+    Inclusion {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The effect id (32 hex digits).
+        effect: String,
+        /// In the tree of this many leaves (a checkpoint of it must have been signed)
+        /// [default: the latest checkpoint's].
+        #[arg(long, value_name = "N")]
+        tree_size: Option<u64>,
+    },
+    /// The consistency proof from an older checkpoint to the latest.
+    Consistency {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// The older checkpoint (its size is read from it)...
+        #[arg(
+            long,
+            value_name = "FILE",
+            conflicts_with = "old_size",
+            required_unless_present = "old_size"
+        )]
+        old_checkpoint: Option<PathBuf>,
+        /// ... or the older tree's size.
+        #[arg(long, value_name = "N")]
+        old_size: Option<u64>,
+        /// To the tree of this many leaves [default: the latest checkpoint's].
+        #[arg(long, value_name = "N")]
+        tree_size: Option<u64>,
+    },
+}
+
+/// Where the private key comes from: a file, or an environment variable (never the command
+/// line).
+#[derive(Args)]
+pub(crate) struct SigningKeyArgs {
+    /// Sign with Ed25519 under the private key in this file (interlock keygen).
+    #[arg(long, value_name = "FILE", conflicts_with = "signing_key_env")]
+    pub(crate) signing_key: Option<PathBuf>,
+    /// ... or in this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) signing_key_env: Option<String>,
+}
+
+/// Where the public key comes from.
+#[derive(Args)]
+pub(crate) struct PublicKeyArgs {
+    /// The public key (interlock keygen), in this file.
+    #[arg(long, value_name = "FILE", conflicts_with = "public_key_env")]
+    pub(crate) public_key: Option<PathBuf>,
+    /// ... or in this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub(crate) public_key_env: Option<String>,
 }
 
 #[derive(Subcommand)]

@@ -12,6 +12,7 @@ use crate::bindings::exports::interlock::gate::effects::Guest as EffectsApi;
 pub use crate::bindings::exports::interlock::gate::gate::WebhookScheme;
 use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
 use crate::bindings::exports::interlock::gate::journal_admin::{Guest as AdminApi, RepairReport};
+use crate::bindings::exports::interlock::gate::proof::{Guest as ProofApi, ProofError};
 use crate::bindings::exports::interlock::gate::tools::Guest as ToolsApi;
 use crate::bindings::interlock::gate::target::{Ask, Reply, Step};
 use crate::bindings::interlock::gate::types::{JournalError, Outcome};
@@ -119,6 +120,22 @@ pub enum Error {
     /// format, a storage failure.
     #[error("the journal did not open: {}", journal(.0))]
     Journal(JournalError),
+    /// A proof call failed (the WIT `proof-error`): a bad key, a signature or proof that
+    /// does not hold, a malformed document. Nothing was written.
+    #[error("{}", describe_proof(.0))]
+    Proof(ProofError),
+}
+
+/// A proof error for a person (the component's words; a key is never in them).
+pub fn describe_proof(e: &ProofError) -> String {
+    match e {
+        ProofError::BadKey(m) => format!("bad key: {m}"),
+        ProofError::BadSignature(m) => format!("the signature does not hold: {m}"),
+        ProofError::Malformed(m) => format!("malformed: {m}"),
+        ProofError::UnknownVersion(m) => format!("unknown format version: {m}"),
+        ProofError::ProofFailed(m) => format!("the proof does not hold: {m}"),
+        ProofError::Gate(g) => describe(g),
+    }
 }
 
 fn trap(e: wasmtime::Error) -> Error {
@@ -152,12 +169,13 @@ pub(crate) struct Exports {
     pub(crate) tools: ToolsApi,
     pub(crate) effects: EffectsApi,
     pub(crate) admin: AdminApi,
+    pub(crate) proof: ProofApi,
 }
 
 /// One instance of the gate component with its journal and clock.
 pub struct GateHost {
-    store: Store<HostState>,
-    gate: Exports,
+    pub(crate) store: Store<HostState>,
+    pub(crate) gate: Exports,
     clock: Clock,
     crash: Option<CrashAction>,
     claim_wait: ClaimWait,
@@ -685,6 +703,15 @@ impl Effects<'_> {
 /// Splits a call's two failure layers: a trap (outer) and the gate's own error (inner).
 fn gate<T>(r: wasmtime::Result<Result<T, GateError>>) -> Result<T, Error> {
     r.map_err(trap)?.map_err(Error::Gate)
+}
+
+/// A proof call's result: a trap is a trap, a gate error inside stays a gate error.
+pub(crate) fn proved<T>(r: wasmtime::Result<Result<T, ProofError>>) -> Result<T, Error> {
+    match r.map_err(trap)? {
+        Ok(v) => Ok(v),
+        Err(ProofError::Gate(g)) => Err(Error::Gate(g)),
+        Err(e) => Err(Error::Proof(e)),
+    }
 }
 
 /// A gate error for a person.

@@ -14,6 +14,7 @@ pub mod gate;
 #[cfg(feature = "mcp-proxy")]
 pub mod mcp_proxy;
 pub mod payments_component;
+pub mod proof;
 pub mod runtime;
 #[cfg(feature = "serve")]
 pub mod serve;

@@ -9,6 +9,7 @@ mod effect;
 mod operator;
 mod output;
 mod people;
+mod proofs;
 
 use std::fmt::Display;
 use std::io::Read;
@@ -27,7 +28,7 @@ use interlock_file_journal::StdFiles;
 use interlock_payments_sim::Payments;
 use serde_json::Value;
 
-use cli::{Cli, Cmd, LeaseCmd};
+use cli::{Cli, Cmd, LeaseCmd, ProveCmd};
 use demo::{demo, demo_child};
 use operator::{
     approve, lease_grant, lease_revoke, receipt, recover, repair, revoke_approval, verify,
@@ -100,8 +101,17 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
             action: LeaseCmd::Grant { dir, .. } | LeaseCmd::Revoke { dir, .. },
         } => Some(dir),
         Cmd::Effect(args) => Some(&args.dir),
-        Cmd::McpProxy { journal, .. } => journal.as_deref(),
+        Cmd::Checkpoint { dir, .. }
+        | Cmd::Bundle { dir, .. }
+        | Cmd::Prove {
+            what: ProveCmd::Inclusion { dir, .. } | ProveCmd::Consistency { dir, .. },
+        } => Some(dir),
+        Cmd::McpProxy { journal, .. } | Cmd::CheckReceipt { journal, .. } => journal.as_deref(),
         Cmd::Serve { journals, .. } => Some(journals),
+        Cmd::Keygen { .. }
+        | Cmd::CheckInclusion { .. }
+        | Cmd::CheckConsistency { .. }
+        | Cmd::CheckBundle { .. } => None,
     }
 }
 
@@ -131,12 +141,56 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             payments,
             no_wait,
         } => recover(ctx, &dir, payments, no_wait),
-        Cmd::Verify { dir, receipts } => verify(ctx, &dir, &receipts),
+        Cmd::Verify {
+            dir,
+            receipts,
+            checkpoints,
+        } => verify(ctx, &dir, &receipts, &checkpoints),
         Cmd::Receipt {
             dir,
             effect,
             key_file,
-        } => receipt(ctx, &dir, &effect, key_file.as_deref()),
+            signing,
+        } => match proofs::signing_key(&signing)? {
+            Some(key) => proofs::signed_receipt(ctx, &dir, &effect, &key),
+            None => receipt(ctx, &dir, &effect, key_file.as_deref()),
+        },
+        Cmd::Keygen {
+            name,
+            private_key,
+            public_key,
+        } => proofs::keygen(ctx, &name, &private_key, public_key.as_deref()),
+        Cmd::CheckReceipt {
+            receipt,
+            public,
+            key_file,
+            journal,
+        } => proofs::check_receipt(
+            ctx,
+            &receipt,
+            &public,
+            key_file.as_deref(),
+            journal.as_deref(),
+        ),
+        Cmd::Checkpoint { dir, signing } => proofs::checkpoint(ctx, &dir, &signing),
+        Cmd::Prove { what } => proofs::prove(ctx, what),
+        Cmd::CheckInclusion {
+            proof,
+            public,
+            checkpoint,
+        } => proofs::check_inclusion(ctx, &proof, &public, checkpoint.as_deref()),
+        Cmd::CheckConsistency {
+            proof,
+            old_checkpoint,
+            public,
+        } => proofs::check_consistency(ctx, &proof, &old_checkpoint, &public),
+        Cmd::Bundle {
+            dir,
+            from_ms,
+            to_ms,
+            signing,
+        } => proofs::bundle(ctx, &dir, from_ms, to_ms, &signing),
+        Cmd::CheckBundle { bundle, public } => proofs::check_bundle(ctx, &bundle, &public),
         Cmd::Repair { dir } => repair(ctx, &dir),
         Cmd::Lease {
             action: LeaseCmd::Grant { dir, name, until },
@@ -286,6 +340,7 @@ fn serve(
         "INTERLOCK_TOKEN",
         "INTERLOCK_TARGETS",
         "INTERLOCK_RECEIPT_KEY",
+        "INTERLOCK_SIGNING_KEY",
         "INTERLOCK_STRICT_AUTHORITY",
         "INTERLOCK_DECIDERS",
         "INTERLOCK_WEBHOOK_SECRETS",
@@ -400,8 +455,8 @@ impl Ctx {
         })
     }
 
-    /// A gate over an empty journal in memory: for the checks that record nothing.
-    #[cfg(feature = "mcp-proxy")]
+    /// A gate over an empty journal in memory: for the checks that record nothing (a proxy's
+    /// configuration, keys, proofs and bundles).
     fn gate_for_tools(&self) -> Result<GateHost, Failure> {
         Ok(GateHost::new(
             &self.runtime()?,

@@ -77,11 +77,20 @@ pub(crate) fn recover(
     Ok(code)
 }
 
-pub(crate) fn verify(ctx: &Ctx, dir: &Path, receipts: &[PathBuf]) -> Result<u8, Failure> {
-    let anchors = receipts
+pub(crate) fn verify(
+    ctx: &Ctx,
+    dir: &Path,
+    receipts: &[PathBuf],
+    checkpoints: &[PathBuf],
+) -> Result<u8, Failure> {
+    let mut anchors = receipts
         .iter()
         .map(|p| read_input(p))
         .collect::<Result<Vec<_>, _>>()?;
+    // A checkpoint held is a signed note (text); the gate takes it as {"checkpoint": note}.
+    for c in checkpoints {
+        anchors.push(json!({"checkpoint": read_input(c)?}).to_string());
+    }
     // A line that is not an entry, or a torn last line, is a journal that fails
     // verification (exit 1), not bad input.
     let failed_check = |f: Failure| match f.kind {

@@ -71,6 +71,7 @@ fn classify(e: &anyhow::Error) -> Failure {
                 CallError::Trap(_) => Failure::new(2, "trap", message),
                 CallError::Crashed(_) => Failure::new(2, "crashed", message),
                 CallError::Journal(j) => Failure::new(2, journal_kind(j, false), message),
+                CallError::Proof(p) => proof_failure(p, message),
             };
         }
         if let Some(f) = cause.downcast_ref::<FileError>() {
@@ -115,6 +116,20 @@ pub fn journal_kind(e: &interlock_cli::JournalError, url: bool) -> &'static str 
         J::Other(_) => "journal_format",
         J::Io(_) => "io",
         J::Conflict(_) => "journal",
+    }
+}
+
+/// A proof error: a check that fails is exit 1 (as a journal that fails `verify`); a bad
+/// key or document is input, exit 2.
+fn proof_failure(p: &interlock_cli::proof::ProofError, message: String) -> Failure {
+    use interlock_cli::proof::ProofError as P;
+    match p {
+        P::BadKey(_) => Failure::new(2, "bad_key", message),
+        P::BadSignature(_) => Failure::new(1, "bad_signature", message),
+        P::Malformed(_) => Failure::new(2, "malformed", message),
+        P::UnknownVersion(_) => Failure::new(2, "unknown_version", message),
+        P::ProofFailed(_) => Failure::new(1, "proof_failed", message),
+        P::Gate(g) => gate_failure(g, message),
     }
 }
 

@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker};
 use wasmtime::{AsContextMut, Config, Engine};
 
-use crate::bindings::exports::interlock::gate::{effects, gate, journal_admin, tools};
+use crate::bindings::exports::interlock::gate::{effects, gate, journal_admin, proof, tools};
 use crate::bindings::{interlock, wasi};
 use crate::gate::{Exports, HostState};
 
@@ -28,6 +28,7 @@ pub(crate) struct ExportIndices {
     tools: tools::GuestIndices,
     effects: effects::GuestIndices,
     admin: journal_admin::GuestIndices,
+    proof: proof::GuestIndices,
 }
 
 impl ExportIndices {
@@ -37,6 +38,7 @@ impl ExportIndices {
             tools: tools::GuestIndices::new(pre)?,
             effects: effects::GuestIndices::new(pre)?,
             admin: journal_admin::GuestIndices::new(pre)?,
+            proof: proof::GuestIndices::new(pre)?,
         })
     }
 
@@ -50,6 +52,7 @@ impl ExportIndices {
             tools: self.tools.load(&mut store, instance)?,
             effects: self.effects.load(&mut store, instance)?,
             admin: self.admin.load(&mut store, instance)?,
+            proof: self.proof.load(&mut store, instance)?,
         })
     }
 }

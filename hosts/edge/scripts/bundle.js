@@ -64,6 +64,7 @@ const worker :Workerd.Worker = (
     (name = "INTERLOCK_TOKEN", fromEnvironment = "INTERLOCK_TOKEN"),
     (name = "INTERLOCK_TARGETS", fromEnvironment = "INTERLOCK_TARGETS"),
     (name = "INTERLOCK_RECEIPT_KEY", fromEnvironment = "INTERLOCK_RECEIPT_KEY"),
+    (name = "INTERLOCK_SIGNING_KEY", fromEnvironment = "INTERLOCK_SIGNING_KEY"),
     (name = "INTERLOCK_STRICT_AUTHORITY", fromEnvironment = "INTERLOCK_STRICT_AUTHORITY"),
     (name = "INTERLOCK_DECIDERS", fromEnvironment = "INTERLOCK_DECIDERS"),
     (name = "INTERLOCK_WEBHOOK_SECRETS", fromEnvironment = "INTERLOCK_WEBHOOK_SECRETS"),

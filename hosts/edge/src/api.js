@@ -23,7 +23,7 @@ import { gateRoot, SystemClock, StorageError } from '@interlock/gate/core';
  */
 
 /** The settings the component's http-api takes, from the Worker's bindings. */
-export const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY', 'INTERLOCK_STRICT_AUTHORITY',
+export const SETTINGS = ['INTERLOCK_TOKEN', 'INTERLOCK_TARGETS', 'INTERLOCK_RECEIPT_KEY', 'INTERLOCK_SIGNING_KEY', 'INTERLOCK_STRICT_AUTHORITY',
   'INTERLOCK_DECIDERS', 'INTERLOCK_WEBHOOK_SECRETS', 'INTERLOCK_NOTIFY_SECRET'];
 
 /**

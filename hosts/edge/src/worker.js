@@ -18,7 +18,7 @@ import { gateRoot, SystemClock } from '@interlock/gate/core';
 import { GateApi, configured, front, toResponse } from './api.js';
 
 /**
- * @typedef {{ INTERLOCK_TOKEN?: string, INTERLOCK_TARGETS?: string, INTERLOCK_RECEIPT_KEY?: string, INTERLOCK_STRICT_AUTHORITY?: string,
+ * @typedef {{ INTERLOCK_TOKEN?: string, INTERLOCK_TARGETS?: string, INTERLOCK_RECEIPT_KEY?: string, INTERLOCK_SIGNING_KEY?: string, INTERLOCK_STRICT_AUTHORITY?: string,
  *   INTERLOCK_DECIDERS?: string, INTERLOCK_WEBHOOK_SECRETS?: string, INTERLOCK_NOTIFY_SECRET?: string,
  *   INTERLOCK_EXPLICIT_SYNC?: string, JOURNALS: any }} Env
  */

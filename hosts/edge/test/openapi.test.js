@@ -10,7 +10,7 @@ import { SERVERS, api, tempDir, cleanup, ROOT } from './helpers.js';
 
 const spec = parse(readFileSync(join(ROOT, '../../docs/http-api.yaml'), 'utf8'));
 const PREFIX = '/v1/journals/{journal}';
-const SAMPLE = { effect: '0123456789abcdef0123456789abcdef', item: '0123456789abcdef0123456789abcdef', op: '7', lease: 'case-4471', scheme: 'stripe' };
+const SAMPLE = { effect: '0123456789abcdef0123456789abcdef', item: '0123456789abcdef0123456789abcdef', op: '7', lease: 'case-4471', scheme: 'stripe', size: '1' };
 const routes = Object.entries(spec.paths).flatMap(([path, item]) =>
   Object.keys(item).filter((m) => ['get', 'put', 'post', 'delete'].includes(m)).map((m) => ({
     method: m.toUpperCase(),
@@ -22,7 +22,7 @@ const routes = Object.entries(spec.paths).flatMap(([path, item]) =>
 test('the OpenAPI document parses and documents every route under /v1/journals/{journal}', () => {
   assert.equal(spec.openapi, '3.1.0');
   assert.ok(Object.keys(spec.paths).every((p) => p.startsWith(PREFIX)));
-  assert.equal(routes.length, 20);
+  assert.equal(routes.length, 28);
   assert.deepEqual(routes.filter((r) => r.open).map((r) => r.path), ['/webhooks/stripe']);
 });
 

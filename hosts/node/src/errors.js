@@ -141,6 +141,53 @@ export function gateError(e) {
   return new known[0](tag, val, known[1](val));
 }
 
+// ---------------------------------------------------------------------- proof for outsiders
+
+/**
+ * A proof call failed (the WIT `proof-error`); nothing was written. `case` is the WIT
+ * spelling. A key is never in the message.
+ */
+export class ProofError extends InterlockError {
+  /**
+   * @param {string} kase
+   * @param {string} message
+   */
+  constructor(kase, message) {
+    super(message);
+    this.case = kase;
+  }
+}
+/** A key is missing, malformed, or the wrong half (private for public, or the reverse). */
+export class BadKeyError extends ProofError {}
+/** A signature does not verify under the key given: another key, or changed content. */
+export class BadSignatureError extends ProofError {}
+/** A receipt, checkpoint, proof or bundle is not in its format (cut short, not JSON). */
+export class MalformedError extends ProofError {}
+/** A document names a format version this component does not read. */
+export class UnknownVersionError extends ProofError {}
+/** A proof does not hold: for another tree or size, or a forked log. */
+export class ProofFailedError extends ProofError {}
+
+/** @type {Record<string, new (kase: string, message: string) => ProofError>} */
+const PROOF_CASES = {
+  'bad-key': BadKeyError,
+  'bad-signature': BadSignatureError,
+  malformed: MalformedError,
+  'unknown-version': UnknownVersionError,
+  'proof-failed': ProofFailedError,
+};
+
+/**
+ * Turns jco's `{ tag, val }` proof error into its typed Error (`gate`: the GateError inside).
+ * @param {{ tag: string, val?: any }} e
+ * @returns {InterlockError}
+ */
+export function proofError(e) {
+  if (e.tag === 'gate') return gateError(e.val);
+  const Case = PROOF_CASES[e.tag] ?? ProofError;
+  return new Case(e.tag, `${e.tag}: ${e.val}`);
+}
+
 // ---------------------------------------------------------------------- journal backends
 
 /**

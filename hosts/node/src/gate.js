@@ -3,7 +3,7 @@
 // (awaiting, since JS targets are async), sleeps when told, and hands the answer back. The
 // loops of `effects` and `tools` (interlock.js, tools-core.js) run here too. Nothing here
 // decides anything: the loop only routes. Runs unchanged in Node, a browser and workerd.
-import { GateError, CrashedError, gateError } from './errors.js';
+import { GateError, CrashedError, gateError, proofError } from './errors.js';
 import { jsonText } from './json.js';
 import { openedRoot } from './component.js';
 
@@ -121,7 +121,7 @@ export class Gate {
 
   /**
    * Calls an export of `iface`: its `err` becomes a typed GateError; anything else is a trap.
-   * @template {'gate' | 'effects' | 'tools' | 'journalAdmin'} I
+   * @template {'gate' | 'effects' | 'tools' | 'journalAdmin' | 'proof'} I
    * @template {keyof GateRoot[I]} K
    * @param {I} iface
    * @param {K} name
@@ -133,7 +133,7 @@ export class Gate {
     try {
       return /** @type {any} */ (this.#root[iface])[name](...args);
     } catch (e) {
-      if (isErrResult(e)) throw gateError(e.payload);
+      if (isErrResult(e)) throw iface === 'proof' ? proofError(e.payload) : gateError(e.payload);
       // A trap (or a host import that threw an Error) leaves the instance unusable: the
       // guest was unwound mid-call. It stays a trap; every later call rethrows it.
       this.#broken = e;
@@ -577,6 +577,78 @@ export class Gate {
    */
   verify(anchors = []) {
     return toReport(this.#call('verify', anchors.map(jsonText)));
+  }
+
+  // -- proof for outsiders (wit/proof.wit): keys cross as text; every check is the component's
+
+  /**
+   * A key pair `{ signer, verifier }` named `name`, from 32 random bytes.
+   * @param {string} name
+   * @param {Uint8Array} seed
+   * @returns {{ signer: string, verifier: string }}
+   */
+  generateKey(name, seed) {
+    return this.call('proof', 'generateKey', name, seed);
+  }
+
+  /** @param {string} signer @returns {string} */
+  verifierKey(signer) {
+    return this.call('proof', 'verifierKey', signer);
+  }
+
+  /** The effect's receipt signed with Ed25519 (JSON text). @param {string} effectId @param {string} signer @returns {string} */
+  signedReceipt(effectId, signer) {
+    return this.call('proof', 'receipt', effectId, signer);
+  }
+
+  /** @param {Receipt | string} receipt @param {string} verifier @returns {VerifyReport} */
+  checkSignedReceipt(receipt, verifier) {
+    return toReport(this.call('proof', 'checkReceipt', jsonText(receipt), verifier));
+  }
+
+  /** @param {Receipt | string} receipt @param {string} verifier @returns {string} the effect id */
+  checkReceiptSignature(receipt, verifier) {
+    return this.call('proof', 'checkReceiptSignature', jsonText(receipt), verifier);
+  }
+
+  /** @param {string} signer @returns {{ checkpoint: string, tree_size: number, appended: number }} */
+  checkpoint(signer) {
+    return JSON.parse(this.call('proof', 'checkpoint', signer));
+  }
+
+  /** @returns {string | undefined} */
+  latestCheckpoint() {
+    return this.call('proof', 'latestCheckpoint');
+  }
+
+  /** @param {string} effectId @param {number} [treeSize] @returns {string} */
+  proveInclusion(effectId, treeSize) {
+    return this.call('proof', 'proveInclusion', effectId, treeSize === undefined ? undefined : BigInt(treeSize));
+  }
+
+  /** @param {number} oldSize @param {number} [treeSize] @returns {string} */
+  proveConsistency(oldSize, treeSize) {
+    return this.call('proof', 'proveConsistency', BigInt(oldSize), treeSize === undefined ? undefined : BigInt(treeSize));
+  }
+
+  /** @param {object | string} proof @param {string | undefined} checkpoint @param {string} verifier @returns {any} */
+  checkInclusion(proof, checkpoint, verifier) {
+    return JSON.parse(this.call('proof', 'checkInclusion', jsonText(proof), checkpoint, verifier));
+  }
+
+  /** @param {object | string} proof @param {string} oldCheckpoint @param {string} verifier @returns {any} */
+  checkConsistency(proof, oldCheckpoint, verifier) {
+    return JSON.parse(this.call('proof', 'checkConsistency', jsonText(proof), oldCheckpoint, verifier));
+  }
+
+  /** @param {number} fromMs @param {number} toMs @param {string} signer @returns {string} */
+  bundle(fromMs, toMs, signer) {
+    return this.call('proof', 'bundle', BigInt(fromMs), BigInt(toMs), signer);
+  }
+
+  /** @param {object | string} bundle @param {string} verifier @returns {any} */
+  checkBundle(bundle, verifier) {
+    return JSON.parse(this.call('proof', 'checkBundle', jsonText(bundle), verifier));
   }
 }
 

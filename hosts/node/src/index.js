@@ -178,3 +178,4 @@ export { SystemClock, FakeClock } from './clock.js';
 export { PaymentsService, paymentsTarget, ServiceError } from './payments.js';
 export { gateComponent, paymentsComponent } from './load-node.js';
 export * from './errors.js';
+export { readKey, writePrivateKey, SIGNING_KEY_ENV, PUBLIC_KEY_ENV } from './keys.js';

@@ -412,12 +412,75 @@ export class Interlock {
     return this.gate.checkReceipt(receipt, key);
   }
   /**
-   * Verifies every hash chain; receipts in `anchors` pin their streams.
-   * @param {{ anchors?: (Receipt | string)[] }} [options]
+   * Verifies every hash chain; receipts in `anchors` pin their streams (and the authority
+   * streams they relied on); each checkpoint note in `checkpoints` must still be a prefix
+   * of the journal's log.
+   * @param {{ anchors?: (Receipt | string)[], checkpoints?: string[] }} [options]
    * @returns {VerifyReport}
    */
-  verify({ anchors = [] } = {}) {
-    return this.gate.verify(anchors);
+  verify({ anchors = [], checkpoints = [] } = {}) {
+    const held = checkpoints.map((c) => JSON.stringify({ checkpoint: c }));
+    return this.gate.verify([...anchors, ...held]);
+  }
+
+  // -- proof for outsiders (ARCHITECTURE.md, "Proof for outsiders"): keys are the text of a
+  // file or an environment variable (readKey in Node); the component checks every one.
+
+  /**
+   * A new Ed25519 key pair named `name` (the log's origin): `{ signer, verifier }`. Store
+   * the signer key owner-only; never log it.
+   * @param {string} name
+   */
+  generateKey(name) {
+    const seed = crypto.getRandomValues(new Uint8Array(32));
+    try {
+      return this.gate.generateKey(name, seed);
+    } finally {
+      seed.fill(0);
+    }
+  }
+  /** The effect's receipt signed with Ed25519. @param {string} effectId @param {string} signingKey @returns {Receipt} */
+  signedReceipt(effectId, signingKey) {
+    return JSON.parse(this.gate.signedReceipt(effectId, signingKey));
+  }
+  /** An Ed25519 receipt checked with the public key and against this journal. @param {Receipt | string} receipt @param {string} publicKey */
+  checkSignedReceipt(receipt, publicKey) {
+    return this.gate.checkSignedReceipt(receipt, publicKey);
+  }
+  /** An Ed25519 receipt's signature alone: its effect id, or BadSignatureError. @param {Receipt | string} receipt @param {string} publicKey */
+  checkReceiptSignature(receipt, publicKey) {
+    return this.gate.checkReceiptSignature(receipt, publicKey);
+  }
+  /** Logs the receipts of what closed since and signs a checkpoint. Durable. @param {string} signingKey */
+  checkpoint(signingKey) {
+    return this.gate.checkpoint(signingKey);
+  }
+  latestCheckpoint() {
+    return this.gate.latestCheckpoint();
+  }
+  /** @param {string} effectId @param {{ treeSize?: number }} [options] */
+  proveInclusion(effectId, { treeSize } = {}) {
+    return this.gate.proveInclusion(effectId, treeSize);
+  }
+  /** @param {number} oldSize @param {{ treeSize?: number }} [options] */
+  proveConsistency(oldSize, { treeSize } = {}) {
+    return this.gate.proveConsistency(oldSize, treeSize);
+  }
+  /** @param {object | string} proof @param {string} publicKey @param {{ checkpoint?: string }} [options] */
+  checkInclusion(proof, publicKey, { checkpoint } = {}) {
+    return this.gate.checkInclusion(proof, checkpoint, publicKey);
+  }
+  /** @param {object | string} proof @param {string} oldCheckpoint @param {string} publicKey */
+  checkConsistency(proof, oldCheckpoint, publicKey) {
+    return this.gate.checkConsistency(proof, oldCheckpoint, publicKey);
+  }
+  /** A signed bundle of the receipts of the effects proposed in [fromMs, toMs). @param {string} signingKey @param {{ fromMs?: number, toMs?: number }} [options] */
+  bundle(signingKey, { fromMs = 0, toMs } = {}) {
+    return this.gate.bundle(fromMs, toMs ?? this.gate.clock.nowMs() + 1, signingKey);
+  }
+  /** A bundle checked with the public key, with the five answers per effect. @param {object | string} bundle @param {string} publicKey */
+  checkBundle(bundle, publicKey) {
+    return this.gate.checkBundle(bundle, publicKey);
   }
   /**
    * Releases the journal and its lock (a promise for the IndexedDB journal).

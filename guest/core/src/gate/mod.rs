@@ -32,6 +32,7 @@ mod grants;
 mod op;
 mod outcome;
 pub(crate) mod people;
+pub(crate) mod proofs;
 mod race;
 mod receipts;
 mod recheck;
@@ -62,6 +63,9 @@ pub struct Gate {
     settling: BTreeMap<u64, Settling>,
     /// For tests: where this gate's host is to die (`crash_at`).
     crash: Option<CrashPoint>,
+    /// The transparency log as this instance last read it: its leaves, checkpoints and
+    /// tree, extended by what was appended since (`proofs`).
+    log: Option<proofs::KeptLog>,
 }
 
 /// A recovery that waits out another worker's live claim.

@@ -50,20 +50,6 @@ pub(crate) fn receipt_part(s: &Stream) -> Option<Value> {
     Some(Value::Object(m))
 }
 
-/// The receipt part the journal gives for the length `part` pins (`None`: it pins a length
-/// the journal does not have).
-pub(crate) fn pinned_part(
-    j: &mut dyn Journal,
-    effect_id: &str,
-    part: &Value,
-) -> Result<Option<Value>, GateError> {
-    let s = Stream::load(j, &request_stream(effect_id))?;
-    let Some(pinned) = s.pinned(part) else {
-        return Ok(None);
-    };
-    Ok(receipt_part(&pinned))
-}
-
 pub(crate) fn request_stream(effect_id: &str) -> String {
     format!("request:{effect_id}")
 }

@@ -47,6 +47,21 @@ pub fn error_json(e: &GateError) -> Value {
     json!({"error": {"kind": kind, "message": e.to_string(), "value": value}})
 }
 
+/// A proof error's answer: a bad key or document 400, a signature or proof that does not
+/// hold 422; a gate error inside, as the gate's.
+pub(super) fn proof_failure(e: &crate::proof::ProofError) -> Response {
+    use crate::proof::ProofError as P;
+    let (status, kind) = match e {
+        P::BadKey(_) => (400, "bad-key"),
+        P::BadSignature(_) => (422, "bad-signature"),
+        P::Malformed(_) => (400, "malformed"),
+        P::UnknownVersion(_) => (400, "unknown-version"),
+        P::ProofFailed(_) => (422, "proof-failed"),
+        P::Gate(g) => return gate_failure(g),
+    };
+    failure(status, kind, e.to_string())
+}
+
 pub(super) fn gate_failure(e: &GateError) -> Response {
     Response::json(status_of(e), &error_json(e))
 }

@@ -500,6 +500,42 @@ impl Server {
         self.notify_next(now, next)
     }
 
+    /// The server's Ed25519 signer (`INTERLOCK_SIGNING_KEY`, checked at start).
+    fn signer(&self) -> Option<crate::proof::Signer> {
+        let text = self.settings.as_ref().ok()?.signing_key.as_deref()?;
+        crate::proof::Signer::parse(text).ok()
+    }
+
+    /// A check's body `{"<what>": document, "public_key"?}`: the document's JSON text and
+    /// the key (the server's own public key when none is given).
+    fn document_and_key(
+        &self,
+        body: &str,
+        what: &str,
+    ) -> Result<Result<(String, crate::proof::Verifier), Response>, GateError> {
+        let b: Value =
+            serde_json::from_str(body).map_err(|e| GateError::InvalidJson(e.to_string()))?;
+        let doc = match b.get(what) {
+            Some(Value::String(t)) => t.clone(),
+            Some(v @ Value::Object(_)) => v.to_string(),
+            _ => {
+                return Err(invalid(
+                    &format!("/{what}"),
+                    "is required: the document to check",
+                ))
+            }
+        };
+        let key = match b.get("public_key") {
+            Some(Value::String(k)) => crate::proof::Verifier::parse(k),
+            None | Some(Value::Null) => match self.signer() {
+                Some(s) => Ok(s.verifier()),
+                None => return Ok(Err(no_signing_key())),
+            },
+            Some(_) => return Err(invalid("/public_key", "is the public key's text")),
+        };
+        Ok(key.map(|k| (doc, k)).map_err(|e| proof_failure(&e)))
+    }
+
     fn route(
         &mut self,
         j: &mut dyn Journal,
@@ -581,6 +617,16 @@ impl Server {
                 }))
             }
             ("GET", ["effects", id, "receipt"]) => {
+                if let Some(signer) = self.signer() {
+                    return match self.gate.signed_receipt(j, id, &signer) {
+                        Ok(text) => Ok(Routed::Respond(Response::text(
+                            200,
+                            "application/json",
+                            text,
+                        ))),
+                        Err(e) => proved(Err(e)),
+                    };
+                }
                 let key = self
                     .settings
                     .as_ref()
@@ -625,13 +671,9 @@ impl Server {
                     }
                 };
                 let r = self.gate.verify(j, &anchors)?;
-                ok(json!({
-                    "streams": r.streams,
-                    "entries": r.entries,
-                    "problems": r.problems.iter().map(|p| json!({
-                        "stream": p.stream, "seq": p.seq, "kind": p.kind.as_str(), "detail": p.detail,
-                    })).collect::<Vec<_>>(),
-                }))
+                let mut v = report_json(&r);
+                v.as_object_mut().map(|o| o.remove("ok"));
+                ok(v)
             }
             ("PUT", ["leases", lease]) => {
                 let at = json_body()?.get("expires_at_ms").and_then(Value::as_u64);
@@ -727,6 +769,80 @@ impl Server {
                     done: Vec::new(),
                 }))
             }
+            ("GET", ["key"]) => match self.signer() {
+                Some(s) => ok(json!({"public_key": s.verifier().text()})),
+                None => Ok(Routed::Respond(no_signing_key())),
+            },
+            ("POST", ["check-receipt"]) => {
+                let (doc, verifier) = match self.document_and_key(body, "receipt")? {
+                    Ok(x) => x,
+                    Err(r) => return Ok(Routed::Respond(r)),
+                };
+                proved(
+                    self.gate
+                        .check_signed_receipt(j, &doc, &verifier)
+                        .map(|r| report_json(&r)),
+                )
+            }
+            ("POST", ["check-bundle"]) => {
+                let (doc, verifier) = match self.document_and_key(body, "bundle")? {
+                    Ok(x) => x,
+                    Err(r) => return Ok(Routed::Respond(r)),
+                };
+                proved(crate::proof::check_bundle(&doc, &verifier))
+            }
+            ("POST", ["checkpoint"]) => match self.signer() {
+                Some(s) => proved(self.gate.checkpoint(j, now, &s)),
+                None => Ok(Routed::Respond(no_signing_key())),
+            },
+            ("GET", ["checkpoint"]) => match self.gate.latest_checkpoint(j) {
+                Ok(Some(note)) => Ok(Routed::Respond(Response::text(
+                    200,
+                    "text/plain; charset=utf-8",
+                    note,
+                ))),
+                Ok(None) => Ok(Routed::Respond(failure(
+                    404,
+                    "no-checkpoint",
+                    "the log has no checkpoint yet: POST .../checkpoint",
+                ))),
+                Err(e) => proved(Err(e)),
+            },
+            ("GET", ["proofs", "inclusion", id]) => {
+                proved_text(self.gate.prove_inclusion(j, id, None))
+            }
+            ("GET", ["proofs", "consistency", old]) => {
+                let Some(old) = old
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|_| old.bytes().all(|b| b.is_ascii_digit()))
+                else {
+                    return Err(invalid("/old_size", "is not a tree size (a whole number)"));
+                };
+                proved_text(self.gate.prove_consistency(j, old, None))
+            }
+            ("POST", ["bundle"]) => {
+                let Some(signer) = self.signer() else {
+                    return Ok(Routed::Respond(no_signing_key()));
+                };
+                let b = if body.trim().is_empty() {
+                    json!({})
+                } else {
+                    json_body()?
+                };
+                let ms = |k: &str| -> Result<Option<u64>, GateError> {
+                    match b.get(k) {
+                        None | Some(Value::Null) => Ok(None),
+                        Some(v) => v
+                            .as_u64()
+                            .filter(|v| *v < (1 << 53))
+                            .map(Some)
+                            .ok_or_else(|| invalid(&format!("/{k}"), "is not a Unix time in ms")),
+                    }
+                };
+                let (from, to) = (ms("from_ms")?.unwrap_or(0), ms("to_ms")?.unwrap_or(now + 1));
+                proved_text(self.gate.bundle(j, now, from, to, &signer))
+            }
             ("GET", ["entries"]) => {
                 // The journal import has no order across streams: stream by stream, in
                 // first-append order, each in its own order (docs/http-api.yaml).
@@ -753,6 +869,42 @@ impl Server {
             }
         }
     }
+}
+
+/// A proof call's JSON answer, or its error's.
+fn proved(r: Result<Value, crate::proof::ProofError>) -> Result<Routed, GateError> {
+    match r {
+        Ok(v) => Ok(Routed::Respond(Response::json(200, &v))),
+        Err(crate::proof::ProofError::Gate(g)) => Err(g),
+        Err(e) => Ok(Routed::Respond(proof_failure(&e))),
+    }
+}
+
+/// A proof call's JSON text (as the gate wrote it), or its error's.
+fn proved_text(r: Result<String, crate::proof::ProofError>) -> Result<Routed, GateError> {
+    match r {
+        Ok(t) => Ok(Routed::Respond(Response::text(200, "application/json", t))),
+        Err(e) => proved(Err(e)),
+    }
+}
+
+fn no_signing_key() -> Response {
+    failure(
+        409,
+        "signing-key-missing",
+        "this server signs nothing with Ed25519: set INTERLOCK_SIGNING_KEY (interlock keygen makes one)",
+    )
+}
+
+fn report_json(r: &crate::VerifyReport) -> Value {
+    json!({
+        "ok": r.problems.is_empty(),
+        "streams": r.streams,
+        "entries": r.entries,
+        "problems": r.problems.iter().map(|p| json!({
+            "stream": p.stream, "seq": p.seq, "kind": p.kind.as_str(), "detail": p.detail,
+        })).collect::<Vec<_>>(),
+    })
 }
 
 /// Answers one request by doing what the server asks with `io`: the whole loop of a

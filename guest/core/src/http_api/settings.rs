@@ -34,6 +34,10 @@ pub struct Settings {
     pub token: Option<String>,
     pub targets: BTreeMap<String, HttpTarget>,
     pub receipt_key: Option<String>,
+    /// The Ed25519 signer key (`INTERLOCK_SIGNING_KEY`, C2SP signed-note `PRIVATE+KEY+...`):
+    /// receipts, bundles and the log's checkpoints are signed with it, and anyone checks
+    /// them with its public key (`GET .../key`).
+    pub signing_key: Option<String>,
     /// Strict authority (`INTERLOCK_STRICT_AUTHORITY=1`): a proposal naming no lease or
     /// approval is refused (400 `invalid-field` at `/authority`) instead of running under
     /// its agent's standing lease.
@@ -84,6 +88,14 @@ impl Settings {
             })
             .map_err(|e| format!("INTERLOCK_WEBHOOK_SECRETS: {e}"))?,
         };
+        let signing_key = nonempty("INTERLOCK_SIGNING_KEY");
+        if let Some(k) = &signing_key {
+            // Checked here, so a bad key stops the start; its text is never repeated.
+            crate::proof::Signer::parse(k).map_err(|e| format!("INTERLOCK_SIGNING_KEY: {e}"))?;
+        }
+        if signing_key.is_some() && nonempty("INTERLOCK_RECEIPT_KEY").is_some() {
+            return Err("set one of INTERLOCK_SIGNING_KEY (Ed25519: anyone checks with the public key) and INTERLOCK_RECEIPT_KEY (HMAC: only the key's holders can), not both".into());
+        }
         let notify_secret = nonempty("INTERLOCK_NOTIFY_SECRET");
         if let Some(s) = &notify_secret {
             crate::webhooks::standard_secret(s)
@@ -93,6 +105,7 @@ impl Settings {
             token: nonempty("INTERLOCK_TOKEN"),
             targets,
             receipt_key: nonempty("INTERLOCK_RECEIPT_KEY"),
+            signing_key,
             strict_authority,
             deciders,
             webhook_secrets,

@@ -11,6 +11,8 @@ the decorator API.
 from .clock import FakeClock, SystemClock
 from .decorator import Effect, EffectGate, Interlock, Receipt, RecoveryReport
 from .errors import (
+    BadKey,
+    BadSignature,
     Contention,
     CorruptJournal,
     GateError,
@@ -19,7 +21,10 @@ from .errors import (
     InvalidField,
     InvalidJson,
     JournalFailed,
+    Malformed,
     MissingExtra,
+    ProofError,
+    ProofFailed,
     Rejected,
     SimulatedCrash,
     TooLarge,
@@ -27,6 +32,7 @@ from .errors import (
     UnknownEffect,
     UnknownOperation,
     UnknownTarget,
+    UnknownVersion,
     UnsupportedJournal,
 )
 from .gate import ClaimWait, Executed, Outcome, PremiseChange, Problem, Reason, State, VerifyReport
@@ -57,5 +63,6 @@ __all__ = [
     "GateTrap", "SimulatedCrash", "UnknownTarget", "UnsupportedJournal", "Rejected",
     "FileJournal", "JournalFileError", "Locked", "TornTail", "Corrupt", "FakeClock",
     "SystemClock", "ClaimWait", "Conflict", "UnknownFormat", "SqliteJournal", "PostgresJournal",
-    "SqlJournalError", "MissingExtra", "Gate", "EffectTarget", "effect_id_for",
+    "SqlJournalError", "MissingExtra", "ProofError", "BadKey", "BadSignature", "Malformed",
+    "UnknownVersion", "ProofFailed", "Gate", "EffectTarget", "effect_id_for",
 ]

@@ -723,9 +723,65 @@ class Interlock:
         text = receipt.text if isinstance(receipt, Receipt) else receipt
         return self.host().check_receipt(text, key)
 
-    def verify(self, anchors: Sequence[Union[Receipt, str]] = ()) -> VerifyReport:
-        """Verifies every stream's hash chain; receipts in ``anchors`` pin their streams."""
-        return self.host().verify([a.text if isinstance(a, Receipt) else a for a in anchors])
+    def verify(self, anchors: Sequence[Union[Receipt, str]] = (), checkpoints: Sequence[str] = ()) -> VerifyReport:
+        """Verifies every stream's hash chain; receipts in ``anchors`` pin their streams
+        (and the authority streams they relied on); each checkpoint note in
+        ``checkpoints`` must still be a prefix of the journal's log."""
+        held = [json.dumps({"checkpoint": c}) for c in checkpoints]
+        return self.host().verify([a.text if isinstance(a, Receipt) else a for a in anchors] + held)
+
+    # -- proof for outsiders (ARCHITECTURE.md, "Proof for outsiders"); keys are text, read
+    # with interlock.keys.read_key from a file or the environment
+
+    def generate_key(self, name: str) -> Tuple[str, str]:
+        """A new Ed25519 key pair ``(private, public)`` named ``name`` (the log's origin):
+        store the private one with :func:`interlock.keys.write_private_key`."""
+        return self.host().generate_key(name, os.urandom(32))
+
+    def signed_receipt(self, effect_id: str, signing_key: str) -> Receipt:
+        """The effect's receipt signed with Ed25519: anyone with the public key checks it."""
+        return Receipt(self.host().signed_receipt(effect_id, signing_key))
+
+    def check_signed_receipt(self, receipt: Union[Receipt, str], public_key: str) -> VerifyReport:
+        """An Ed25519 receipt checked with the public key and against this journal."""
+        text = receipt.text if isinstance(receipt, Receipt) else receipt
+        return self.host().check_signed_receipt(text, public_key)
+
+    def check_receipt_signature(self, receipt: Union[Receipt, str], public_key: str) -> str:
+        """An Ed25519 receipt's signature alone, no journal; its effect id, or
+        :class:`BadSignature`."""
+        text = receipt.text if isinstance(receipt, Receipt) else receipt
+        return self.host().check_receipt_signature(text, public_key)
+
+    def checkpoint(self, signing_key: str) -> Dict[str, Any]:
+        """Logs the receipt of every effect closed since and signs a checkpoint of the log:
+        ``{"checkpoint": note, "tree_size", "appended"}``. Durable."""
+        return cast(Dict[str, Any], json.loads(self.host().checkpoint(signing_key)))
+
+    def latest_checkpoint(self) -> Optional[str]:
+        return self.host().latest_checkpoint()
+
+    def prove_inclusion(self, effect_id: str, tree_size: Optional[int] = None) -> str:
+        """The inclusion proof (JSON) of the effect's logged receipt."""
+        return self.host().prove_inclusion(effect_id, tree_size)
+
+    def prove_consistency(self, old_size: int, tree_size: Optional[int] = None) -> str:
+        return self.host().prove_consistency(old_size, tree_size)
+
+    def check_inclusion(self, proof: str, public_key: str, checkpoint: Optional[str] = None) -> Dict[str, Any]:
+        return cast(Dict[str, Any], json.loads(self.host().check_inclusion(proof, checkpoint, public_key)))
+
+    def check_consistency(self, proof: str, old_checkpoint: str, public_key: str) -> Dict[str, Any]:
+        return cast(Dict[str, Any], json.loads(self.host().check_consistency(proof, old_checkpoint, public_key)))
+
+    def bundle(self, signing_key: str, from_ms: int = 0, to_ms: Optional[int] = None) -> str:
+        """A signed bundle of the receipts of the effects proposed in ``[from_ms, to_ms)``."""
+        end = self.clock.now_ms() + 1 if to_ms is None else to_ms
+        return self.host().bundle(from_ms, end, signing_key)
+
+    def check_bundle(self, bundle: str, public_key: str) -> Dict[str, Any]:
+        """A bundle checked with the public key, with the five answers per effect."""
+        return cast(Dict[str, Any], json.loads(self.host().check_bundle(bundle, public_key)))
 
     def confirm(self, effect_id: str, evidence: Any) -> Outcome:
         return self._attach(self.host().confirm(effect_id, _to_json(evidence)))

@@ -131,6 +131,54 @@ def gate_error(tag: str, payload: Any) -> GateError:
     return make(payload)
 
 
+class ProofError(InterlockError):
+    """A proof call failed (the WIT ``proof-error``); nothing was written. ``case`` is the
+    WIT spelling. A key is never in the message."""
+
+    case = "proof-error"
+
+
+class BadKey(ProofError):
+    """A key is missing, malformed, or the wrong half (a private key where a public one
+    goes, or the reverse)."""
+
+    case = "bad-key"
+
+
+class BadSignature(ProofError):
+    """A signature does not verify under the key given: another key, or changed content."""
+
+    case = "bad-signature"
+
+
+class Malformed(ProofError):
+    """A receipt, checkpoint, proof or bundle is not in its format (cut short, not JSON)."""
+
+    case = "malformed"
+
+
+class UnknownVersion(ProofError):
+    """A document names a format version this component does not read."""
+
+    case = "unknown-version"
+
+
+class ProofFailed(ProofError):
+    """A proof does not hold: for another tree or size, or a forked log."""
+
+    case = "proof-failed"
+
+
+_PROOF_CASES = {c.case: c for c in (BadKey, BadSignature, Malformed, UnknownVersion, ProofFailed)}
+
+
+def proof_error(tag: str, payload: Any) -> InterlockError:
+    """The exception for one WIT ``proof-error`` value (``gate`` carries a gate-error)."""
+    if tag == "gate":
+        return gate_error(payload.tag, payload.payload)
+    return _PROOF_CASES.get(tag, ProofError)(str(payload))
+
+
 class GateTrap(InterlockError):
     """The gate component trapped (a broken component or a broken host import). The
     instance is dropped; what is durable in the journal stays, and recovery resumes it."""

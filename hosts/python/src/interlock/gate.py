@@ -42,7 +42,7 @@ from wasmtime import Engine, Store
 from wasmtime.component import Component, Linker, Record, Variant
 
 from . import _wasmtime_carry
-from .errors import GateTrap, InterlockError, SimulatedCrash, gate_error
+from .errors import GateTrap, InterlockError, SimulatedCrash, gate_error, proof_error
 from .journal import Storage, StorageError, journal_error
 
 T = TypeVar("T")
@@ -632,16 +632,16 @@ class GateHost:
                 self.broken = True  # a host import raised (a host bug): the instance trapped
                 raise
 
-    def _call(self, name: str, *args: Any) -> Any:
+    def _call(self, name: str, *args: Any, errors: Callable[[str, Any], Exception] = gate_error) -> Any:
         result = self.raw(name, *args)
         if isinstance(result, Variant):
             # A result whose two sides are both variants comes tagged ``ok``/``err``;
-            # otherwise a Variant is the gate-error itself.
+            # otherwise a Variant is the error itself (a gate-error, or a proof-error).
             if result.tag == "ok":
                 return result.payload
             if result.tag == "err":
                 result = result.payload
-            raise gate_error(result.tag, result.payload)
+            raise errors(result.tag, result.payload)
         return result
 
     # -- the journal (journal-admin)
@@ -795,6 +795,51 @@ class GateHost:
 
     def verify(self, anchors: Sequence[str] = ()) -> VerifyReport:
         return _report(self._call("gate.verify", list(anchors)))
+
+    # -- proof for outsiders (wit/proof.wit): keys cross as text; every check is the component's
+
+    def _proof(self, name: str, *args: Any) -> Any:
+        return self._call(f"proof.{name}", *args, errors=proof_error)
+
+    def generate_key(self, name: str, seed: bytes) -> Tuple[str, str]:
+        pair = self._proof("generate-key", name, bytes(seed))
+        return pair.signer, pair.verifier
+
+    def verifier_key(self, signer: str) -> str:
+        return cast(str, self._proof("verifier-key", signer))
+
+    def signed_receipt(self, effect_id: str, signer: str) -> str:
+        return cast(str, self._proof("receipt", effect_id, signer))
+
+    def check_signed_receipt(self, receipt: str, verifier: str) -> VerifyReport:
+        return _report(self._proof("check-receipt", receipt, verifier))
+
+    def check_receipt_signature(self, receipt: str, verifier: str) -> str:
+        return cast(str, self._proof("check-receipt-signature", receipt, verifier))
+
+    def checkpoint(self, signer: str) -> str:
+        return cast(str, self._proof("checkpoint", signer))
+
+    def latest_checkpoint(self) -> Optional[str]:
+        return cast(Optional[str], self._proof("latest-checkpoint"))
+
+    def prove_inclusion(self, effect_id: str, tree_size: Optional[int] = None) -> str:
+        return cast(str, self._proof("prove-inclusion", effect_id, tree_size))
+
+    def prove_consistency(self, old_size: int, tree_size: Optional[int] = None) -> str:
+        return cast(str, self._proof("prove-consistency", int(old_size), tree_size))
+
+    def check_inclusion(self, proof: str, checkpoint: Optional[str], verifier: str) -> str:
+        return cast(str, self._proof("check-inclusion", proof, checkpoint, verifier))
+
+    def check_consistency(self, proof: str, old_checkpoint: str, verifier: str) -> str:
+        return cast(str, self._proof("check-consistency", proof, old_checkpoint, verifier))
+
+    def bundle(self, from_ms: int, to_ms: int, signer: str) -> str:
+        return cast(str, self._proof("bundle", int(from_ms), int(to_ms), signer))
+
+    def check_bundle(self, bundle: str, verifier: str) -> str:
+        return cast(str, self._proof("check-bundle", bundle, verifier))
 
     # -- driving the gate's steps through targets (the low-level API)
 
