@@ -9,6 +9,7 @@ use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+#[cfg(feature = "sql")]
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
