@@ -9,6 +9,7 @@ import { repairJournal } from './component.js';
 import { SystemClock } from './clock.js';
 import { gateComponent, paymentsComponent } from './load-node.js';
 import { PaymentsService } from './payments.js';
+import { runExport } from './export.js';
 import fs from 'node:fs';
 import { dirname, join } from 'node:path';
 
@@ -112,6 +113,21 @@ export class Interlock extends Base {
     } finally {
       storage.close();
     }
+  }
+
+  /**
+   * Exports the journal past its recorded position (ARCHITECTURE.md, "Export") to `to`:
+   * `otlp=URL` (OpenTelemetry's SDK exporters), or `bigquery`, `cloud-logging`, `siem`
+   * (JSON lines appended to `options.out`). A batch a crash left in doubt is sent again
+   * first, the same records under the same ids; nothing after it is skipped. Options:
+   * `out`, `name` (the position's, default the sink's), `content` (OTLP spans carry the
+   * tool's arguments and result), `maxRecords` (per batch, default 512), `timeoutMs`.
+   * @param {string} to
+   * @param {import('./export.js').ExportOptions} [options]
+   * @returns {Promise<import('./export.js').ExportReport>}
+   */
+  export(to, options) {
+    return runExport(this.gate, to, options);
   }
 }
 

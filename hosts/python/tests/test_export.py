@@ -304,16 +304,71 @@ def test_the_command_line(journal, tmp_path, receiver):
     assert json.loads(run.stdout)["exported"] == len((journal / "journal.jsonl").read_text().splitlines()) - 2
 
 
-def test_the_cli_writes_the_same_records(journal, tmp_path, cli):
-    """A differential test: the CLI and Python export the same journal to the same lines."""
-    copy = tmp_path / "copy"
-    shutil.copytree(journal, copy)
-    for sink in ("bigquery", "cloud-logging", "siem"):
-        py, rs = tmp_path / f"py-{sink}.jsonl", tmp_path / f"rs-{sink}.jsonl"
-        g = Interlock(journal)
-        g.export(sink, str(py))
-        g.close()
-        run = subprocess.run([str(cli), "export", str(copy), "--to", sink, "--out", str(rs)],
-                             capture_output=True, text=True, env={**os.environ})
-        assert run.returncode == 0, run.stderr
-        assert py.read_bytes() == rs.read_bytes(), sink
+NODE_CLI = HERE.parents[1] / "node" / "src" / "export-cli.js"
+
+
+def node_exporter() -> List[str]:
+    """The Node host's exporter command (skipped, saying why, when it is not installed)."""
+    sdk = HERE.parents[1] / "node" / "node_modules" / "@opentelemetry" / "exporter-trace-otlp-proto"
+    if shutil.which("node") is None or not sdk.is_dir():
+        if os.environ.get("INTERLOCK_REQUIRE_NODE"):
+            pytest.fail("INTERLOCK_REQUIRE_NODE is set but the Node host is not installed (hosts/node: npm ci)")
+        pytest.skip("the Node host is not installed (hosts/node: npm ci && npm run build)")
+    return ["node", str(NODE_CLI)]
+
+
+def value(v: Any) -> Any:
+    return getattr(v, v.WhichOneof("value")) if v.WhichOneof("value") else None
+
+
+def span_view(s: Any) -> Any:
+    """What a span says, field by field (each SDK may set other protocol flags)."""
+    attrs = lambda kvs: sorted((a.key, value(a.value)) for a in kvs)  # noqa: E731
+    return (s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(), s.name, s.kind, s.start_time_unix_nano,
+            s.end_time_unix_nano, s.status.code, s.status.message, attrs(s.attributes),
+            [(e.name, e.time_unix_nano, attrs(e.attributes)) for e in s.events])
+
+
+def metric_view(r: Receiver) -> Any:
+    out = []
+    for req in r.metric_requests:
+        for rm in req.resource_metrics:
+            for sm in rm.scope_metrics:
+                for m in sm.metrics:
+                    for p in m.histogram.data_points:
+                        out.append((m.name, m.unit, m.histogram.aggregation_temporality, p.start_time_unix_nano,
+                                    p.time_unix_nano, p.count, p.sum, list(p.bucket_counts), list(p.explicit_bounds),
+                                    sorted((a.key, value(a.value)) for a in p.attributes)))
+    return out
+
+
+def test_every_host_sends_the_same_records(journal, tmp_path, cli):
+    """A differential test: the CLI (Rust SDK), Python and Node export the same journal to
+    the same lines, and to the same spans and metric points by the receiver's account."""
+    node = node_exporter()
+    heads = {"cli": [str(cli), "export"], "node": node}
+    for sink in ("otlp", "bigquery", "cloud-logging", "siem"):
+        seen: Dict[str, Any] = {}
+        for host in ("python", "cli", "node"):
+            j = tmp_path / f"{host}-{sink}"
+            shutil.copytree(journal, j)
+            r = Receiver() if sink == "otlp" else None
+            to = f"otlp={r.url}" if r else sink
+            out = None if r else str(tmp_path / f"{host}-{sink}.jsonl")
+            if host == "python":
+                g = Interlock(j)
+                g.export(to, out, max_records=5)
+                g.close()
+            else:
+                cmd = heads[host] + [str(j), "--to", to, "--batch", "5"] + (["--out", out] if out else [])
+                run = subprocess.run(cmd, capture_output=True, text=True)
+                assert run.returncode == 0, (host, run.stderr)
+            if r:
+                assert len(r.spans) == COMMITTED + REFUSED, host
+                seen[host] = (sorted(span_view(s) for s in r.spans.values()), metric_view(r),
+                              sorted((a.key, value(a.value)) for a in r.resources[0].attributes))
+                r.close()
+            else:
+                seen[host] = Path(out).read_bytes() if out else b""
+        assert seen["python"] == seen["cli"], sink
+        assert seen["python"] == seen["node"], sink

@@ -406,3 +406,20 @@ fn records_follow_their_schemas() {
     }
     let _ = String::new().to_string();
 }
+
+#[test]
+#[ignore = "a measurement: cargo test --release -p interlock-core --lib export::tests::walk_cost -- --ignored --nocapture"]
+fn walk_cost() {
+    let (mut g, mut j) = (Gate::new(), MemJournal::new());
+    g.grant_lease(&mut j, T0, "case", T0 + 3_600_000).unwrap();
+    for i in 0..2000 {
+        refund(&mut g, &mut j, &format!("o{i}"), 100, Some(Reply::Applied("{}".into())));
+    }
+    for to in ["bigquery", "otlp=http://h:1"] {
+        let out = (!to.starts_with("otlp")).then_some("f");
+        let (mut e, _) = Exporter::open(&mut j, target(to, out), Some(&to[..4]), false, None).unwrap();
+        let t = std::time::Instant::now();
+        let n = drain(&mut j, &mut e, 512).len();
+        std::println!("{to}: {n} records of {} entries in {:?}", j.log.len(), t.elapsed());
+    }
+}
