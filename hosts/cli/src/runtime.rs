@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker};
 use wasmtime::{AsContextMut, Config, Engine};
 
-use crate::bindings::exports::interlock::gate::{gate, journal_admin, tools};
+use crate::bindings::exports::interlock::gate::{exporter, gate, journal_admin, tools};
 use crate::bindings::{interlock, wasi};
 use crate::gate::{Exports, HostState};
 
@@ -27,6 +27,7 @@ pub(crate) struct ExportIndices {
     gate: gate::GuestIndices,
     tools: tools::GuestIndices,
     admin: journal_admin::GuestIndices,
+    exporter: exporter::GuestIndices,
 }
 
 impl ExportIndices {
@@ -35,6 +36,7 @@ impl ExportIndices {
             gate: gate::GuestIndices::new(pre)?,
             tools: tools::GuestIndices::new(pre)?,
             admin: journal_admin::GuestIndices::new(pre)?,
+            exporter: exporter::GuestIndices::new(pre)?,
         })
     }
 
@@ -47,6 +49,7 @@ impl ExportIndices {
             gate: self.gate.load(&mut store, instance)?,
             tools: self.tools.load(&mut store, instance)?,
             admin: self.admin.load(&mut store, instance)?,
+            exporter: self.exporter.load(&mut store, instance)?,
         })
     }
 }
