@@ -413,13 +413,24 @@ fn walk_cost() {
     let (mut g, mut j) = (Gate::new(), MemJournal::new());
     g.grant_lease(&mut j, T0, "case", T0 + 3_600_000).unwrap();
     for i in 0..2000 {
-        refund(&mut g, &mut j, &format!("o{i}"), 100, Some(Reply::Applied("{}".into())));
+        refund(
+            &mut g,
+            &mut j,
+            &format!("o{i}"),
+            100,
+            Some(Reply::Applied("{}".into())),
+        );
     }
     for to in ["bigquery", "otlp=http://h:1"] {
         let out = (!to.starts_with("otlp")).then_some("f");
-        let (mut e, _) = Exporter::open(&mut j, target(to, out), Some(&to[..4]), false, None).unwrap();
+        let (mut e, _) =
+            Exporter::open(&mut j, target(to, out), Some(&to[..4]), false, None).unwrap();
         let t = std::time::Instant::now();
         let n = drain(&mut j, &mut e, 512).len();
-        std::println!("{to}: {n} records of {} entries in {:?}", j.log.len(), t.elapsed());
+        std::println!(
+            "{to}: {n} records of {} entries in {:?}",
+            j.log.len(),
+            t.elapsed()
+        );
     }
 }
