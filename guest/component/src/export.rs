@@ -20,9 +20,11 @@ fn err(e: ExportError) -> we::ExportError {
         ExportError::UnknownSink(_) => we::ExportError::UnknownSink(text),
         ExportError::InvalidDestination(_) => we::ExportError::InvalidDestination(text),
         ExportError::InvalidName(_) => we::ExportError::InvalidName(text),
-        ExportError::Elsewhere { recorded, given } => {
-            we::ExportError::Elsewhere(we::Elsewhere { recorded, given })
-        }
+        ExportError::Elsewhere { recorded, given } => we::ExportError::Elsewhere(we::Elsewhere {
+            recorded,
+            given,
+            message: text,
+        }),
         ExportError::FileMismatch(_) => we::ExportError::FileMismatch(text),
         ExportError::UnknownBatch(id) => we::ExportError::UnknownBatch(id),
         ExportError::NotOpen => we::ExportError::NotOpen,

@@ -29,15 +29,12 @@ fn refused(e: ExportError) -> Failure {
         ExportError::UnknownSink(m) => ("unknown_sink", m),
         ExportError::InvalidDestination(m) => ("invalid_destination", m),
         ExportError::InvalidName(m) => ("invalid_name", m),
-        ExportError::Elsewhere(w) => (
-            "elsewhere",
-            format!(
-                "this position was recorded for {}, not {}: name another position (--name) to export there from the start",
-                w.recorded, w.given
-            ),
-        ),
+        ExportError::Elsewhere(w) => ("elsewhere", w.message),
         ExportError::FileMismatch(m) => ("file_mismatch", m),
-        ExportError::UnknownBatch(id) => ("unknown_batch", format!("batch {id} is not the batch handed out")),
+        ExportError::UnknownBatch(id) => (
+            "unknown_batch",
+            format!("batch {id} is not the batch handed out"),
+        ),
         ExportError::NotOpen => ("not_open", "no export is open".to_string()),
         ExportError::Journal(j) => ("journal", format!("the journal failed: {j:?}")),
         ExportError::CorruptJournal(m) => ("corrupt_journal", m),
@@ -68,9 +65,11 @@ pub(crate) fn export(ctx: &Ctx, dir: &Path, a: Args) -> Result<u8, Failure> {
         .map_err(refused)?;
     let mut file = match &a.out {
         Some(path) => {
+            // Never truncated on open: the component says how much of the file stands.
             let f = OpenOptions::new()
                 .write(true)
                 .create(true)
+                .truncate(false)
                 .mode(0o600)
                 .open(path)?;
             if let Some(n) = opened.truncate_to {
@@ -127,9 +126,12 @@ pub(crate) fn export(ctx: &Ctx, dir: &Path, a: Args) -> Result<u8, Failure> {
         };
         exported = batch.exported;
     }
-    let sink = format!("{:?}", opened.sink)
-        .to_lowercase()
-        .replace("cloudlogging", "cloud-logging");
+    let sink = match opened.sink {
+        Sink::Otlp => "otlp",
+        Sink::Bigquery => "bigquery",
+        Sink::CloudLogging => "cloud-logging",
+        Sink::Siem => "siem",
+    };
     ctx.print(
         json!({"sink": sink, "destination": opened.destination, "stream": opened.stream,
                "exported": exported, "batches": batches, "records": records, "resent": resent}),
@@ -143,8 +145,15 @@ pub(crate) fn export(ctx: &Ctx, dir: &Path, a: Args) -> Result<u8, Failure> {
 
 #[cfg(feature = "otlp")]
 mod otlp {
-    //! Spans through opentelemetry-otlp's SpanExporter (OTLP/HTTP, protobuf); the duration
-    //! metric's cumulative point as the official OTLP proto message.
+    //! Spans through opentelemetry-otlp's SpanExporter (OTLP/HTTP, protobuf), as the SDK's
+    //! `SpanData`. The duration metric cannot go through opentelemetry_sdk: its point is the
+    //! journal's (a fixed start time, counts summed from the journal, so a resend is the same
+    //! point), and opentelemetry_sdk 0.33's metric data (`ResourceMetrics`, `ScopeMetrics`,
+    //! `Metric`, `Histogram`, `HistogramDataPoint`) has crate-private fields and no public
+    //! constructor, so no exporter can be handed one; its instruments aggregate what is
+    //! recorded now, with their own start time. So that request is the official OTLP proto
+    //! message (opentelemetry-proto's `ExportMetricsServiceRequest`), posted on the same
+    //! client to the metrics URL.
     use std::borrow::Cow;
     use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -152,7 +161,7 @@ mod otlp {
         Event, SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState,
     };
     use opentelemetry::{InstrumentationScope, KeyValue};
-    use opentelemetry_otlp::WithExportConfig;
+    use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
     use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
     use opentelemetry_proto::tonic::common::v1 as pc;
     use opentelemetry_proto::tonic::metrics::v1 as pm;
@@ -233,8 +242,11 @@ mod otlp {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
+            // One client (its connections) for the spans and the metric.
+            let http = reqwest::Client::builder().timeout(TIMEOUT).build()?;
             let mut spans = opentelemetry_otlp::SpanExporter::builder()
                 .with_http()
+                .with_http_client(http.clone())
                 .with_endpoint(traces_url)
                 .with_timeout(TIMEOUT)
                 .build()
@@ -257,7 +269,7 @@ mod otlp {
                 scope,
                 resource: meta["resource"].clone(),
                 metrics_url: metrics_url.into(),
-                http: reqwest::Client::builder().timeout(TIMEOUT).build()?,
+                http,
             })
         }
 
@@ -284,7 +296,9 @@ mod otlp {
             } else {
                 SpanId::INVALID
             };
-            let events = r["events"]
+            // SpanEvents is non_exhaustive: its public fields set on the default.
+            let mut events = SpanEvents::default();
+            events.events = r["events"]
                 .as_array()
                 .into_iter()
                 .flatten()
@@ -307,10 +321,7 @@ mod otlp {
                 end_time: at(&r["end_ms"]),
                 attributes: attributes(&r["attributes"]),
                 dropped_attributes_count: 0,
-                events: SpanEvents {
-                    events,
-                    dropped_count: 0,
-                },
+                events,
                 links: SpanLinks::default(),
                 status: if r["status"] == "error" {
                     Status::error(r["status_message"].as_str().unwrap_or("").to_owned())

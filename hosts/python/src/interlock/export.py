@@ -58,8 +58,7 @@ class ExportReport:
 
 def _message(payload: Any) -> str:
     if hasattr(payload, "given"):
-        return (f"this position was recorded for {payload.recorded}, not {payload.given}: name another "
-                "position (--name) to export there from the start")
+        return str(payload.message)
     if isinstance(payload, Variant):
         return f"{payload.tag}: {payload.payload}"
     return str(payload)
