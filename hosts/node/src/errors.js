@@ -256,30 +256,3 @@ export class Rejected extends InterlockError {}
 
 /** A target function did not answer within the target's `timeoutMs`. */
 export class TargetTimeoutError extends InterlockError {}
-
-/**
- * The component refused an export call (WIT `export-error`; `case` is its spelling:
- * `unknown-sink`, `invalid-destination`, `file-mismatch`, `elsewhere`, ...). Nothing was
- * recorded.
- */
-export class ExportError extends InterlockError {
-  /**
-   * @param {string} kase
-   * @param {unknown} payload
-   */
-  constructor(kase, payload) {
-    const p = /** @type {any} */ (payload);
-    const text = p && typeof p === 'object' && 'given' in p
-      ? `this position was recorded for ${p.recorded}, not ${p.given}: name another position (--name) to export there from the start`
-      : String(payload);
-    super(`${kase}: ${text}`);
-    this.case = kase;
-    this.payload = payload;
-  }
-}
-
-/**
- * The sink did not take a batch (a receiver that answered an error or is down, a file that
- * could not be written). The position stays: the batch is sent again next time.
- */
-export class ExportFailedError extends InterlockError {}

@@ -4,7 +4,32 @@
 // OTLP through OpenTelemetry's JS SDK exporters (`@opentelemetry/exporter-trace-otlp-proto`,
 // `-metrics-otlp-proto`), the file sinks as JSON lines appended and fsynced. Node only.
 import fs from 'node:fs/promises';
-import { ExportError, ExportFailedError } from './errors.js';
+import { InterlockError } from './errors.js';
+
+/**
+ * The component refused an export call (WIT `export-error`; `case` is its spelling:
+ * `unknown-sink`, `invalid-destination`, `file-mismatch`, `elsewhere`, ...). Nothing was
+ * recorded.
+ */
+export class ExportError extends InterlockError {
+  /**
+   * @param {string} kase
+   * @param {unknown} payload
+   */
+  constructor(kase, payload) {
+    const p = /** @type {any} */ (payload);
+    const text = p && typeof p === 'object' && 'message' in p ? p.message : String(payload);
+    super(`${kase}: ${text}`);
+    this.case = kase;
+    this.payload = payload;
+  }
+}
+
+/**
+ * The sink did not take a batch (a receiver that answered an error or is down, a file that
+ * could not be written). The position stays: the batch is sent again next time.
+ */
+export class ExportFailedError extends InterlockError {}
 
 /**
  * @import { Gate } from './gate.js'

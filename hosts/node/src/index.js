@@ -10,6 +10,7 @@ import { SystemClock } from './clock.js';
 import { gateComponent, paymentsComponent } from './load-node.js';
 import { PaymentsService } from './payments.js';
 import { runExport } from './export.js';
+export { ExportError, ExportFailedError } from './export.js';
 import fs from 'node:fs';
 import { dirname, join } from 'node:path';
 
@@ -77,7 +78,7 @@ export class Interlock extends Base {
   static async open(location, options = {}) {
     const storage = openJournal(location, options);
     try {
-      return await Base.create(gateComponent(), storage, options);
+      return await Interlock.create(gateComponent(), storage, options);
     } catch (e) {
       storage.close();
       throw e;
@@ -90,7 +91,7 @@ export class Interlock extends Base {
    * @param {OpenOptions} [options]
    */
   static async withJournal(storage, options = {}) {
-    return Base.create(gateComponent(), storage, options);
+    return Interlock.create(gateComponent(), storage, options);
   }
 
   /**

@@ -3,7 +3,7 @@
 // what their declarations export: all three must agree.
 
 export const NODE_EXPORTS = /** @type {const} */ ([
-  'ContentionError', 'CorruptJournalError', 'CrashedError', 'FakeClock', 'FileJournal', 'Gate',
+  'ContentionError', 'CorruptJournalError', 'CrashedError', 'ExportError', 'ExportFailedError', 'FakeClock', 'FileJournal', 'Gate',
   'GateComponent', 'GateError', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError',
   'JournalError', 'JournalFailedError', 'JournalLockedError', 'MemoryJournal', 'Payments', 'PaymentsService',
   'PostgresJournal', 'PremiseReadError', 'Rejected', 'ServiceError', 'SqliteJournal', 'StorageError',
