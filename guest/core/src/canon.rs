@@ -19,6 +19,40 @@ pub fn canonical(v: &Value) -> String {
     out
 }
 
+/// The canonical text of `obj`, and the byte range in it of member `key` with the comma
+/// that joins it to its neighbours (none when `obj` has no `key`): the text without that
+/// member is `text[..r.start] + text[r.end..]`, which is `canonical` of `obj` less `key`.
+/// One serialization answers both "is this line canonical?" and "what does its hash cover?".
+pub fn canonical_with_member(
+    obj: &serde_json::Map<String, Value>,
+    key: &str,
+) -> (String, Option<core::ops::Range<usize>>) {
+    let mut out = String::new();
+    let mut members: Vec<(&String, &Value)> = obj.iter().collect();
+    members.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+    let (mut range, mut first) = (None, false);
+    out.push('{');
+    for (i, (k, v)) in members.into_iter().enumerate() {
+        let start = out.len();
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(&mut out, k);
+        out.push(':');
+        write_value(&mut out, v);
+        if k == key {
+            range = Some(start..out.len());
+            first = i == 0;
+        }
+    }
+    // The first member takes the comma after it (if one follows); any other, the one before.
+    if let Some(r) = range.as_mut().filter(|_| first && obj.len() > 1) {
+        r.end += 1;
+    }
+    out.push('}');
+    (out, range)
+}
+
 fn write_value(out: &mut String, v: &Value) {
     match v {
         Value::Null => out.push_str("null"),
@@ -72,21 +106,30 @@ fn write_number(out: &mut String, n: &Number) {
 
 fn write_string(out: &mut String, s: &str) {
     out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            c if c < ' ' => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
+    // Runs of characters that need no escape are copied whole (every byte that needs one is
+    // ASCII, so a run always ends on a character boundary).
+    let mut run = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&s[run..i]);
+        if escape.is_empty() {
+            let _ = write!(out, "\\u{:04x}", b);
+        } else {
+            out.push_str(escape);
         }
+        run = i + 1;
     }
+    out.push_str(&s[run..]);
     out.push('"');
 }
 
@@ -123,6 +166,28 @@ mod tests {
 
     fn number(bits: u64) -> String {
         canonical(&Value::from(f64::from_bits(bits)))
+    }
+
+    #[test]
+    fn a_member_cut_out_leaves_the_canonical_text_of_the_rest() {
+        for text in [
+            r#"{"a":1,"hash":"h","z":[1,{"hash":2}]}"#,
+            r#"{"hash":"h","z":2}"#,
+            r#"{"a":1,"hash":"h"}"#,
+            r#"{"hash":"h"}"#,
+            r#"{"a":1}"#,
+        ] {
+            let Value::Object(mut obj) = serde_json::from_str::<Value>(text).unwrap() else {
+                panic!()
+            };
+            let (full, range) = canonical_with_member(&obj, "hash");
+            assert_eq!(full, canon_text(text));
+            let had = obj.remove("hash").is_some();
+            assert_eq!(range.is_some(), had, "{text}");
+            let r = range.unwrap_or(0..0);
+            let rest = [&full[..r.start], &full[r.end..]].concat();
+            assert_eq!(rest, canonical(&Value::Object(obj)), "{text}");
+        }
     }
 
     #[test]

@@ -25,8 +25,10 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
-use crate::canon::{canonical, sha256_hex};
-use crate::entry::{hash_of, Spelled, Stream};
+use sha2::{Digest, Sha256};
+
+use crate::canon::{canonical, canonical_with_member};
+use crate::entry::{Spelled, Stream};
 use crate::fields;
 use crate::journal::{Journal, JournalError};
 use crate::types::GateError;
@@ -487,7 +489,7 @@ impl Exporter {
             let (records, mut walked) =
                 self.walk(j, &from, usize::MAX, Some(to.cursor), content)?;
             walked.file_length = grown(from.file_length, &records);
-            if walked != to || sha256_hex(joined(&records).as_bytes()) != sha {
+            if walked != to || records_sha256(&records) != sha {
                 return Err(ExportError::CorruptJournal(format!(
                     "{}: the batch in doubt (entries {} to {}) no longer reads as it was sent",
                     self.stream.name, from.entries, to.entries
@@ -518,7 +520,7 @@ impl Exporter {
             "from" => from.to_json(),
             "to" => to.to_json(),
             "records" => records.len() as u64,
-            "sha256" => sha256_hex(joined(&records).as_bytes()),
+            "sha256" => records_sha256(&records),
             "content" => self.content,
         );
         self.append(j, now_ms, Mark::Sending, f)?;
@@ -703,28 +705,34 @@ fn grown(file_length: Option<u64>, records: &[String]) -> Option<u64> {
     file_length.map(|l| l + records.iter().map(|r| r.len() as u64 + 1).sum::<u64>())
 }
 
-/// Records as the batch's hash covers them: each followed by `\n`.
-fn joined(records: &[String]) -> String {
-    let mut s = String::new();
+/// The SHA-256 of records as the batch's hash covers them: each followed by `\n`.
+fn records_sha256(records: &[String]) -> String {
+    let mut h = Sha256::new();
     for r in records {
-        s.push_str(r);
-        s.push('\n');
+        h.update(r.as_bytes());
+        h.update(b"\n");
     }
-    s
+    hex::encode(h.finalize())
 }
 
 /// One line of the journal, checked against its own hash and canonical form before
-/// anything of it leaves.
+/// anything of it leaves: the check `hash_of` and `Stream` make, from one serialization
+/// (the canonical text, and what of it the hash covers).
 fn checked(line: &str) -> Result<Map<String, Value>, ExportError> {
     let bad = |why: &str| ExportError::CorruptJournal(format!("{why}: {}", short(line)));
     let obj = match serde_json::from_str::<Value>(line) {
         Ok(Value::Object(o)) => o,
         _ => return Err(bad("an entry that is not a JSON object")),
     };
-    if canonical(&Value::Object(obj.clone())) != line {
+    let (text, hash_member) = canonical_with_member(&obj, "hash");
+    if text != line {
         return Err(bad("an entry that is not in canonical form (edited)"));
     }
-    if obj.get("hash").and_then(Value::as_str) != Some(hash_of(&obj).as_str()) {
+    let covered = hash_member.map_or(0..0, |r| r);
+    let mut h = Sha256::new();
+    h.update(&text.as_bytes()[..covered.start]);
+    h.update(&text.as_bytes()[covered.end..]);
+    if obj.get("hash").and_then(Value::as_str) != Some(hex::encode(h.finalize()).as_str()) {
         return Err(bad(
             "an entry whose content does not match its hash (edited)",
         ));

@@ -328,27 +328,56 @@ fn targets_are_read_once_here() {
 
 #[test]
 fn an_edited_entry_is_never_exported() {
-    let (_, mut j, ids) = journal();
-    let stream = format!("effect:{}", ids[1]);
-    let line =
-        j.read(&stream, 0).unwrap()[0].replace("\"amount_cents\":500", "\"amount_cents\":50000");
-    let at = j.log.iter().position(|(s, _)| *s == stream).unwrap();
-    j.log[at].1 = line.clone();
-    j.tamper(&stream, 0, line);
-    let (mut e, _) = open(&mut j, "bigquery", Some("f"), None);
-    let mut err = None;
-    for _ in 0..10 {
-        match e.next(&mut j, T0, 1) {
-            Ok(Some(b)) => e.sent(&mut j, T0, b.id, b.file_length).unwrap(),
-            Ok(None) => break,
-            Err(x) => {
-                err = Some(x);
-                break;
+    // Another value (the hash no longer covers it); the same value spelled another way, or
+    // the hash moved out of its place (not the canonical form the hash was taken over).
+    for (edit, why) in [
+        ("\"amount_cents\":50000", "hash"),
+        ("\"amount_cents\":5e2", "canonical"),
+        ("\"amount_cents\": 500", "canonical"),
+    ] {
+        let (_, mut j, ids) = journal();
+        let stream = format!("effect:{}", ids[1]);
+        let line = j.read(&stream, 0).unwrap()[0].replace("\"amount_cents\":500", edit);
+        let at = j.log.iter().position(|(s, _)| *s == stream).unwrap();
+        j.log[at].1 = line.clone();
+        j.tamper(&stream, 0, line);
+        let (mut e, _) = open(&mut j, "bigquery", Some("f"), None);
+        let mut err = None;
+        for _ in 0..10 {
+            match e.next(&mut j, T0, 1) {
+                Ok(Some(b)) => e.sent(&mut j, T0, b.id, b.file_length).unwrap(),
+                Ok(None) => break,
+                Err(x) => {
+                    err = Some(x);
+                    break;
+                }
             }
         }
+        assert!(
+            matches!(err, Some(ExportError::CorruptJournal(ref m)) if m.contains(why)),
+            "{edit}: {err:?}"
+        );
     }
+    // The hash member moved to the front: the rest is canonical, the whole is not.
+    let (_, mut j, ids) = journal();
+    let stream = format!("effect:{}", ids[1]);
+    let line = j.read(&stream, 0).unwrap()[0].clone();
+    let Value::Object(obj) = serde_json::from_str::<Value>(&line).unwrap() else {
+        panic!()
+    };
+    let hash = obj["hash"].as_str().unwrap();
+    let member = format!(",\"hash\":\"{hash}\"");
+    let moved = line
+        .replacen(&member, "", 1)
+        .replacen('{', &format!("{{{},", &member[1..]), 1);
+    assert_ne!(moved, line);
+    let at = j.log.iter().position(|(s, _)| *s == stream).unwrap();
+    j.log[at].1 = moved.clone();
+    j.tamper(&stream, 0, moved);
+    let (mut e, _) = open(&mut j, "siem", Some("f"), None);
+    let err = e.next(&mut j, T0, 512).err();
     assert!(
-        matches!(err, Some(ExportError::CorruptJournal(ref m)) if m.contains("hash")),
+        matches!(err, Some(ExportError::CorruptJournal(ref m)) if m.contains("canonical")),
         "{err:?}"
     );
 }
@@ -408,11 +437,15 @@ fn records_follow_their_schemas() {
 }
 
 #[test]
-#[ignore = "a measurement: cargo test --release -p interlock-core --lib export::tests::walk_cost -- --ignored --nocapture"]
+#[ignore = "a measurement: cargo test --release -p interlock-core --lib export::tests::walk_cost -- --ignored --nocapture (INTERLOCK_WALK_EFFECTS, default 2000)"]
 fn walk_cost() {
     let (mut g, mut j) = (Gate::new(), MemJournal::new());
     g.grant_lease(&mut j, T0, "case", T0 + 3_600_000).unwrap();
-    for i in 0..2000 {
+    let effects: usize = std::env::var("INTERLOCK_WALK_EFFECTS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(2000);
+    for i in 0..effects {
         refund(
             &mut g,
             &mut j,
@@ -421,10 +454,14 @@ fn walk_cost() {
             Some(Reply::Applied("{}".into())),
         );
     }
-    for to in ["bigquery", "otlp=http://h:1"] {
+    for (name, to) in [
+        ("bq", "bigquery"),
+        ("cl", "cloud-logging"),
+        ("siem", "siem"),
+        ("otlp", "otlp=http://h:1"),
+    ] {
         let out = (!to.starts_with("otlp")).then_some("f");
-        let (mut e, _) =
-            Exporter::open(&mut j, target(to, out), Some(&to[..4]), false, None).unwrap();
+        let (mut e, _) = Exporter::open(&mut j, target(to, out), Some(name), false, None).unwrap();
         let t = std::time::Instant::now();
         let n = drain(&mut j, &mut e, 512).len();
         std::println!(
