@@ -12,13 +12,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Union
 
 import pytest
 
 from interlock import FakeClock, Interlock, Rejected
 from interlock.export import ExportError, ExportFailed
 from otlp_receiver import Receiver, attributes, span_view
+from sql_backends import PostgresBackend
 
 HERE = Path(__file__).resolve().parent
 SCHEMA = HERE.parents[2] / "docs" / "export" / "bigquery-schema.json"
@@ -26,9 +27,9 @@ T0 = 1_800_000_000_000
 COMMITTED, REFUSED = 24, 3
 
 
-def make_journal(path: Path, committed: int = COMMITTED, refused: int = REFUSED) -> None:
-    """A journal of `committed` refunds, `refused` rejected sends, and a lease granted and
-    revoked."""
+def make_journal(path: Union[Path, str], committed: int = COMMITTED, refused: int = REFUSED) -> None:
+    """A journal (a folder, or a URL) of `committed` refunds, `refused` rejected sends, and a
+    lease granted and revoked."""
     refunds: Dict[str, Any] = {}
     clock = FakeClock(T0)
     gate = Interlock(path, clock=clock, standing_lease=True, agent="refund-agent")
@@ -364,3 +365,66 @@ def test_every_host_sends_the_same_records(journal, tmp_path, cli):
                 seen[host] = Path(out).read_bytes() if out else b""
         assert seen["python"] == seen["cli"], sink
         assert seen["python"] == seen["node"], sink
+
+
+def test_a_postgres_journal_is_exported_in_order_though_appends_commit_out_of_it(pg_cluster, tmp_path):
+    """PostgreSQL hands out ordinals at insert, not at commit: an append that took ordinal 10
+    can commit after one that took 11. The exporter's read waits out appends in flight
+    (LOCK TABLE ... IN SHARE MODE), so it never passes an ordinal a later commit fills: two
+    connections append, the lower ordinals committed last, while an export runs."""
+    import psycopg
+
+    pg = PostgresBackend(pg_cluster)
+    url, other = pg.fresh(), pg.fresh()
+    make_journal(url, committed=6, refused=1)
+    # Two more effects, made in another journal: their rows are valid entries to copy in.
+    make_journal(other, committed=8, refused=0)
+    effects = "SELECT name FROM interlock_streams WHERE name LIKE 'effect:%'"
+    late = sorted(set(pg.query(other, effects)) - set(pg.query(url, effects)))[:2]
+    assert len(late) == 2, late
+    with psycopg.connect(other) as c:
+        rows = {s: c.execute("SELECT stream, seq, entry FROM interlock_entries WHERE stream = %s ORDER BY seq",
+                             (s,)).fetchall() for s in late}
+
+    out = tmp_path / "rows.jsonl"
+    first = subprocess.run([sys.executable, "-m", "interlock.export", url, "--to", "bigquery", "--out", str(out),
+                            "--batch", "5"], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    exported_before = json.loads(first.stdout)["exported"]
+
+    def append(conn: Any, stream: str) -> None:
+        for st, seq, entry in rows[stream]:
+            conn.execute("INSERT INTO interlock_entries (stream, seq, entry) VALUES (%s, %s, %s)", (st, seq, entry))
+        conn.execute("INSERT INTO interlock_streams (name, length, open) VALUES (%s, %s, false)",
+                     (stream, len(rows[stream])))
+
+    a, b = psycopg.connect(url), psycopg.connect(url)
+    try:
+        append(a, late[0])  # takes the lower ordinals, and stays in flight
+        append(b, late[1])
+        b.commit()  # the higher ordinals are committed first
+        p = subprocess.Popen([sys.executable, "-m", "interlock.export", url, "--to", "bigquery", "--out", str(out),
+                              "--batch", "3"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # The exporter's read waits on the append in flight, not past it.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and p.poll() is None and not pg.query(
+                url, "SELECT count(*) FROM pg_locks WHERE NOT granted AND mode = 'ShareLock'")[0]:
+            time.sleep(0.05)
+        assert p.poll() is None, p.communicate()
+        a.commit()
+        out_text, err = p.communicate(timeout=60)
+        assert p.returncode == 0, err
+    finally:
+        a.close()
+        b.close()
+    # The appends did commit out of ordinal order: the later stream holds the higher ones.
+    first_late = pg.query(url, f"SELECT max(ordinal) FROM interlock_entries WHERE stream = '{late[0]}'")[0]
+    second_late = pg.query(url, f"SELECT min(ordinal) FROM interlock_entries WHERE stream = '{late[1]}'")[0]
+    assert first_late < second_late
+    # Every entry once, in the journal's (ordinal) order: nothing skipped, nothing twice.
+    entries = [e for e in pg.query(url, "SELECT entry FROM interlock_entries ORDER BY ordinal")
+               if not json.loads(e)["stream"].startswith("export:")]
+    written = [r["entry"] for r in lines(out)]
+    assert written == entries
+    assert json.loads(out_text)["exported"] > exported_before
+    assert {json.loads(e)["stream"] for e in written} >= set(late)
