@@ -29,7 +29,8 @@ fn level(state: &str) -> Level {
     }
 }
 
-/// `at_ms` (Unix ms) as RFC 3339 in UTC with milliseconds: `2027-01-15T08:00:00.000Z`.
+/// `at_ms` (Unix ms) as RFC 3339 in UTC with milliseconds: `2027-01-15T08:00:00.000Z` (the
+/// export records' timestamps, and the Standard Webhooks payload's `timestamp`).
 pub fn rfc3339_ms(at_ms: u64) -> String {
     let secs = at_ms / 1000;
     let days = (secs / 86_400) as i64;
