@@ -56,6 +56,11 @@ step "node host"
 # Python's (its venv, set up above).
 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" \
   INTERLOCK_PYTHON="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" bash hosts/node/test.sh
+step "export: the CLI, Python and Node send the same records (after the Node host is set up)"
+# The Python host's run above skips this test when hosts/node is not installed yet.
+(cd hosts/python && INTERLOCK_REQUIRE_NODE=1 INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" \
+  INTERLOCK_WASM="$PWD/../../dist/interlock_gate.wasm" "${INTERLOCK_PY_VENV:-$PWD/.venv}/bin/python" -m pytest -q \
+  -p no:cacheprovider tests/test_export.py -k test_every_host_sends_the_same_records)
 step "edge: the gate as a Worker in workerd (Durable Object journal), the Agents SDK, Deno"
 # After the Node host: the Worker bundles the package's transpiled component (hosts/node/gen).
 # The HTTP API tests run against the Worker and against `interlock serve` (this CLI).

@@ -614,6 +614,47 @@ impl<S: Files> FileJournal<S> {
         Ok(out)
     }
 
+    /// At most `max` entries after byte offset `cursor` of `journal.jsonl` (the start of a
+    /// line), in file order, which is append order: each without its `\n`, with the
+    /// offset just after it. What an exporter walks (`interlock_core::export::InOrder`).
+    pub fn read_in_order(&mut self, cursor: u64, max: usize) -> Result<Vec<(u64, String)>, Error> {
+        self.catch_up()?;
+        if cursor > self.len {
+            return Err(Error::Changed(format!(
+                "the position at byte offset {cursor} is past its end ({} bytes)",
+                self.len
+            )));
+        }
+        if cursor > 0 && read_exact(&mut self.files, JOURNAL_FILE, cursor - 1, 1)? != b"\n" {
+            return Err(Error::Changed(format!(
+                "byte offset {cursor} is not the start of a line"
+            )));
+        }
+        let mut out = Vec::new();
+        let (mut at, mut want) = (cursor, READ_SPAN);
+        while out.len() < max && at < self.len {
+            let chunk = read_exact(&mut self.files, JOURNAL_FILE, at, want.min(self.len - at))?;
+            let mut used = 0;
+            while out.len() < max {
+                let Some(nl) = memchr::memchr(b'\n', &chunk[used..]) else {
+                    break;
+                };
+                let text = core::str::from_utf8(&chunk[used..used + nl]).map_err(|e| {
+                    Error::Changed(format!(
+                        "the line at byte offset {} is not UTF-8: {e}",
+                        at + used as u64
+                    ))
+                })?;
+                out.push((at + (used + nl + 1) as u64, text.to_owned()));
+                used += nl + 1;
+            }
+            // A line longer than the read: read more of it at once.
+            want = if used == 0 { want * 2 } else { READ_SPAN };
+            at += used as u64;
+        }
+        Ok(out)
+    }
+
     /// The number of entries in `stream` (0 when unknown).
     pub fn length(&mut self, stream: &str) -> Result<u64, Error> {
         self.catch_up()?;
@@ -687,6 +728,16 @@ impl<S: Files> FileJournal<S> {
             torn_bytes: bytes,
             saved_to: Some(name),
         })
+    }
+}
+
+impl<S: Files> interlock_core::export::InOrder for FileJournal<S> {
+    fn read_in_order(
+        &mut self,
+        cursor: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, String)>, JournalError> {
+        FileJournal::read_in_order(self, cursor, max).map_err(journal_error)
     }
 }
 

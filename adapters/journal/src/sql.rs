@@ -55,6 +55,15 @@ mod st {
     pub const INSERT_ENTRY: &str = "INSERT INTO interlock_entries (stream, seq, entry, ordinal) \
          VALUES (?1, ?2, ?3, (SELECT COALESCE(MAX(ordinal), 0) + 1 FROM interlock_entries))";
     pub const IN_ORDER: &str = "SELECT entry FROM interlock_entries ORDER BY ordinal";
+    /// An exporter's walk: entries after an ordinal, in ordinal order.
+    pub const AFTER: &str = "SELECT ordinal, entry FROM interlock_entries WHERE ordinal > ?1 \
+         ORDER BY ordinal LIMIT ?2";
+    /// PostgreSQL hands out identity ordinals when a row is inserted, not when it commits:
+    /// a reader could see ordinal 11 committed while 10 is still in flight, and pass it for
+    /// good. This lock conflicts with every insert: it waits until the appends in flight
+    /// have committed or rolled back, and holds new ones off for the read, so every
+    /// ordinal the read can see below its last is final.
+    pub const PG_SETTLED: &str = "LOCK TABLE interlock_entries IN SHARE MODE";
     pub const READ: &str =
         "SELECT seq, entry FROM interlock_entries WHERE stream = ?1 AND seq >= ?2 ORDER BY seq";
     /// Recovery's work list: answered from the partial index `interlock_open_streams`.
@@ -314,11 +323,54 @@ impl<S: Sql> SqlJournal<S> {
         Ok(rows.pop().unwrap_or_default())
     }
 
+    /// At most `max` entries after ordinal `cursor`, in ordinal order, each with its
+    /// ordinal: an exporter's walk (`interlock_core::export::InOrder`). In PostgreSQL the
+    /// read waits out the appends in flight first ([`st::PG_SETTLED`]), so it never passes
+    /// an ordinal that a later commit fills.
+    pub fn read_in_order(
+        &mut self,
+        cursor: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, String)>, JournalError> {
+        let after = vec![
+            SqlValue::Integer(i64::try_from(cursor).unwrap_or(i64::MAX)),
+            SqlValue::Integer(i64::try_from(max).unwrap_or(i64::MAX)),
+        ];
+        let pg = self.dialect == Dialect::Postgres;
+        let mut batch = Vec::new();
+        if pg {
+            batch.push(self.dialect.statement(st::PG_SETTLED, Vec::new(), None));
+        }
+        batch.push(self.dialect.statement(st::AFTER, after, None));
+        let rows = self.sql.sql_batch(&batch, pg, false).map_err(storage)?;
+        let rows = rows.last().cloned().unwrap_or_default();
+        rows.iter()
+            .map(|r| match &r[..] {
+                [ordinal, entry] => Ok((
+                    u64::try_from(as_int(ordinal)?)
+                        .map_err(|_| unreadable("a negative ordinal"))?,
+                    as_text(entry)?,
+                )),
+                _ => Err(unreadable("an entry row without its two columns")),
+            })
+            .collect()
+    }
+
     /// Every entry of the journal in append order (by `ordinal`): each followed by a
     /// newline, the bytes a file journal of the same appends holds.
     pub fn entries_in_order(&mut self) -> Result<Vec<String>, JournalError> {
         let rows = self.query(st::IN_ORDER, Vec::new())?;
         texts(&rows)
+    }
+}
+
+impl<S: Sql> interlock_core::export::InOrder for SqlJournal<S> {
+    fn read_in_order(
+        &mut self,
+        cursor: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, String)>, JournalError> {
+        SqlJournal::read_in_order(self, cursor, max)
     }
 }
 

@@ -40,6 +40,7 @@ wit_bindgen::generate!({
 });
 #[cfg(feature = "api")]
 mod api;
+mod export;
 #[cfg(feature = "http")]
 mod http;
 mod loops;
@@ -67,7 +68,7 @@ fn with_gate<R>(f: impl FnOnce(&mut core_::Gate, &mut dyn core_::Journal, u64) -
 
 pub(crate) use storage::with_journal;
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     let t = wall_clock::now();
     t.seconds
         .saturating_mul(1000)

@@ -161,6 +161,31 @@ struct One(RefCell<StorageJournal>);
 unsafe impl Sync for One {}
 static JOURNAL: One = One(RefCell::new(StorageJournal::Closed(None)));
 
+impl interlock_core::export::InOrder for StorageJournal {
+    fn read_in_order(
+        &mut self,
+        cursor: u64,
+        max: usize,
+    ) -> Result<Vec<(u64, String)>, JournalError> {
+        match self {
+            StorageJournal::File(j) => j.read_in_order(cursor, max).map_err(journal_error),
+            StorageJournal::Sql(j) => j.read_in_order(cursor, max),
+            StorageJournal::Closed(_) => Err(self.closed()),
+        }
+    }
+}
+
+/// Runs `f` on the instance's journal, as an exporter walks it.
+pub(crate) fn with_ordered<R>(
+    f: impl FnOnce(&mut dyn interlock_core::export::ExportJournal) -> R,
+) -> R {
+    let mut j = JOURNAL.0.borrow_mut();
+    if let StorageJournal::File(file) = &mut *j {
+        file.new_call();
+    }
+    f(&mut *j)
+}
+
 /// Runs `f` on the instance's journal (every gate call goes through here).
 pub(crate) fn with_journal<R>(f: impl FnOnce(&mut dyn Journal) -> R) -> R {
     let mut j = JOURNAL.0.borrow_mut();

@@ -14,6 +14,7 @@ mod canon;
 pub mod defaults;
 pub mod effects;
 mod entry;
+pub mod export;
 mod gate;
 pub mod http_api;
 mod journal;

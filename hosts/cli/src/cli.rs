@@ -175,6 +175,15 @@ Exit codes: 0 holds; 1 a signature, proof or journal check fails (what and where
 2 usage or input error: a missing or malformed key, a document cut short or of an unknown
 version (nothing is written).";
 
+const EXPORT_HELP: &str = "\
+The position is the journal stream export:NAME: SENDING before a batch leaves, SENT after
+the receiver took it. After a crash the batch in doubt is sent again first, the same records
+under the same ids (span ids from the effect id; insertId and OCSF metadata.uid the entry's
+hash); a file is cut back to where the batch began. Nothing after it is skipped.
+
+Exit codes: 0 exported; 1 the sink did not take a batch (the position stays); 2 refused
+(unknown sink, bad URL, a file that does not hold what was written), nothing recorded.";
+
 const REVOKE_HELP: &str = "\
 Exit codes: 0 recorded; 2 usage or input error, nothing recorded (`interlock --help`).";
 
@@ -398,6 +407,28 @@ pub(crate) enum Cmd {
         evidence: Option<String>,
         #[command(flatten)]
         person: Person,
+    },
+    /// Export the journal to the tools operators run: OpenTelemetry (OTLP/HTTP), BigQuery,
+    /// Cloud Logging or a SIEM (OCSF), from the position recorded in the journal on.
+    #[command(after_help = EXPORT_HELP)]
+    Export {
+        /// The journal: a folder (it must exist), or a shared journal's URL.
+        dir: PathBuf,
+        /// otlp=URL (an OTLP/HTTP receiver's base URL), bigquery, cloud-logging or siem.
+        #[arg(long, value_name = "SINK")]
+        to: String,
+        /// The JSON lines file of bigquery, cloud-logging and siem.
+        #[arg(long, value_name = "PATH")]
+        out: Option<PathBuf>,
+        /// The position's name [default: the sink's]: one per destination.
+        #[arg(long, value_name = "NAME")]
+        name: Option<String>,
+        /// OTLP spans carry the tool's arguments and result (opt-in in the conventions).
+        #[arg(long)]
+        content: bool,
+        /// Records per batch.
+        #[arg(long, value_name = "N", default_value_t = 512)]
+        batch: u32,
     },
     /// The inbox: every item a person may act on now (pending and escalated approvals,
     /// approvals returned with what changed, AMBIGUOUS effects, refused ones), from the

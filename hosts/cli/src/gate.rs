@@ -9,6 +9,9 @@ use std::fmt;
 use wasmtime::Store;
 
 use crate::bindings::exports::interlock::gate::effects::Guest as EffectsApi;
+use crate::bindings::exports::interlock::gate::exporter::{
+    Batch, ExportError, Guest as ExporterApi, Opened,
+};
 pub use crate::bindings::exports::interlock::gate::gate::WebhookScheme;
 use crate::bindings::exports::interlock::gate::gate::{GateError, Guest, VerifyReport};
 use crate::bindings::exports::interlock::gate::journal_admin::{Guest as AdminApi, RepairReport};
@@ -170,6 +173,7 @@ pub(crate) struct Exports {
     pub(crate) effects: EffectsApi,
     pub(crate) admin: AdminApi,
     pub(crate) proof: ProofApi,
+    pub(crate) exporter: ExporterApi,
 }
 
 /// One instance of the gate component with its journal and clock.
@@ -399,6 +403,44 @@ impl GateHost {
     pub fn approval_rules(&mut self) -> Result<String, Error> {
         let api = self.api().clone();
         gate(api.call_approval_rules(&mut self.store))
+    }
+
+    /// Opens the export position for `to` and `out` (wit/export.wit `open`). The outer
+    /// error is a trap; the inner one the component's `export-error`.
+    pub fn export_open(
+        &mut self,
+        to: &str,
+        out: Option<&str>,
+        name: Option<&str>,
+        content: bool,
+        file_length: Option<u64>,
+    ) -> Result<Result<Opened, ExportError>, Error> {
+        let api = self.gate.exporter.clone();
+        api.call_open(&mut self.store, to, out, name, content, file_length)
+            .map_err(trap)
+    }
+
+    /// The next batch of the open export (none: caught up).
+    pub fn export_next(&mut self, max: u32) -> Result<Result<Option<Batch>, ExportError>, Error> {
+        let api = self.gate.exporter.clone();
+        api.call_next(&mut self.store, max).map_err(trap)
+    }
+
+    /// The receiver took batch `id` (a file sink: the file's length now).
+    pub fn export_sent(
+        &mut self,
+        id: u64,
+        file_length: Option<u64>,
+    ) -> Result<Result<(), ExportError>, Error> {
+        let api = self.gate.exporter.clone();
+        api.call_sent(&mut self.store, id, file_length)
+            .map_err(trap)
+    }
+
+    /// The OTLP resource and scope of every exported span and metric (JSON).
+    pub fn otlp_resource(&mut self) -> Result<String, Error> {
+        let api = self.gate.exporter.clone();
+        api.call_otlp_resource(&mut self.store).map_err(trap)
     }
 
     /// The inbox (JSON): every item a person may act on now.

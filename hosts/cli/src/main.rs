@@ -6,6 +6,7 @@
 mod cli;
 mod demo;
 mod effect;
+mod export;
 mod operator;
 mod output;
 mod people;
@@ -92,6 +93,7 @@ fn journal_arg(cmd: &Cmd) -> Option<&Path> {
         | Cmd::Reject { dir, .. }
         | Cmd::Resolve { dir, .. }
         | Cmd::Inbox { dir }
+        | Cmd::Export { dir, .. }
         | Cmd::Scoreboard { dir }
         | Cmd::Rules { dir, .. }
         | Cmd::Confirm { dir, .. }
@@ -220,6 +222,24 @@ fn run(ctx: &Ctx, cmd: Cmd) -> Result<u8, Failure> {
             evidence.as_deref(),
         ),
         Cmd::Inbox { dir } => people::inbox(ctx, &dir),
+        Cmd::Export {
+            dir,
+            to,
+            out,
+            name,
+            content,
+            batch,
+        } => export::export(
+            ctx,
+            &dir,
+            export::Args {
+                to,
+                out,
+                name,
+                content,
+                batch,
+            },
+        ),
         Cmd::Scoreboard { dir } => people::scoreboard(ctx, &dir),
         Cmd::Rules { dir, file } => people::rules(ctx, &dir, file.as_deref()),
         Cmd::Confirm {

@@ -14,7 +14,9 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Instance, InstancePre, Linker};
 use wasmtime::{AsContextMut, Config, Engine};
 
-use crate::bindings::exports::interlock::gate::{effects, gate, journal_admin, proof, tools};
+use crate::bindings::exports::interlock::gate::{
+    effects, exporter, gate, journal_admin, proof, tools,
+};
 use crate::bindings::{interlock, wasi};
 use crate::gate::{Exports, HostState};
 
@@ -29,6 +31,7 @@ pub(crate) struct ExportIndices {
     effects: effects::GuestIndices,
     admin: journal_admin::GuestIndices,
     proof: proof::GuestIndices,
+    exporter: exporter::GuestIndices,
 }
 
 impl ExportIndices {
@@ -39,6 +42,7 @@ impl ExportIndices {
             effects: effects::GuestIndices::new(pre)?,
             admin: journal_admin::GuestIndices::new(pre)?,
             proof: proof::GuestIndices::new(pre)?,
+            exporter: exporter::GuestIndices::new(pre)?,
         })
     }
 
@@ -53,6 +57,7 @@ impl ExportIndices {
             effects: self.effects.load(&mut store, instance)?,
             admin: self.admin.load(&mut store, instance)?,
             proof: self.proof.load(&mut store, instance)?,
+            exporter: self.exporter.load(&mut store, instance)?,
         })
     }
 }

@@ -9,6 +9,8 @@ import { repairJournal } from './component.js';
 import { SystemClock } from './clock.js';
 import { gateComponent, paymentsComponent } from './load-node.js';
 import { PaymentsService } from './payments.js';
+import { runExport } from './export.js';
+export { ExportError, ExportFailedError } from './export.js';
 import fs from 'node:fs';
 import { dirname, join } from 'node:path';
 
@@ -76,7 +78,7 @@ export class Interlock extends Base {
   static async open(location, options = {}) {
     const storage = openJournal(location, options);
     try {
-      return await Base.create(gateComponent(), storage, options);
+      return await Interlock.create(gateComponent(), storage, options);
     } catch (e) {
       storage.close();
       throw e;
@@ -89,7 +91,7 @@ export class Interlock extends Base {
    * @param {OpenOptions} [options]
    */
   static async withJournal(storage, options = {}) {
-    return Base.create(gateComponent(), storage, options);
+    return Interlock.create(gateComponent(), storage, options);
   }
 
   /**
@@ -112,6 +114,21 @@ export class Interlock extends Base {
     } finally {
       storage.close();
     }
+  }
+
+  /**
+   * Exports the journal past its recorded position (ARCHITECTURE.md, "Export") to `to`:
+   * `otlp=URL` (OpenTelemetry's SDK exporters), or `bigquery`, `cloud-logging`, `siem`
+   * (JSON lines appended to `options.out`). A batch a crash left in doubt is sent again
+   * first, the same records under the same ids; nothing after it is skipped. Options:
+   * `out`, `name` (the position's, default the sink's), `content` (OTLP spans carry the
+   * tool's arguments and result), `maxRecords` (per batch, default 512), `timeoutMs`.
+   * @param {string} to
+   * @param {import('./export.js').ExportOptions} [options]
+   * @returns {Promise<import('./export.js').ExportReport>}
+   */
+  export(to, options) {
+    return runExport(this.gate, to, options);
   }
 }
 

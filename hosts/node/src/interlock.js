@@ -86,14 +86,18 @@ export class Interlock {
    * (`console.warn`, the gate's words). With `strict: true` such an effect is refused with
    * InvalidFieldError at `/authority`, nothing recorded (`standingLease: false` is the older
    * spelling of `strict: true`).
+   * @template {typeof Interlock} T
+   * @this {T}
    * @param {GateComponent<GateRoot> | Promise<GateComponent<GateRoot>>} component
    * @param {Storage} storage
    * @param {OpenOptions} [options]
-   * @returns {Promise<Interlock>}
+   * @returns {Promise<InstanceType<T>>} an instance of the class it is called on (an
+   *   entry's subclass keeps its own methods: Node's `export`)
    */
-  static async create(component, storage, { clock = new SystemClock(), agent = 'agent', claimWait, strict, standingLease, clockSkewMs, crashAt } = {}) {
+  static async create(component, storage, options = {}) {
+    const { clock = new SystemClock(), agent = 'agent', claimWait, strict, standingLease, clockSkewMs, crashAt } = options;
     const gate = await Gate.instantiate(await component, { storage, clock, claimWait, crashAt });
-    return new Interlock(gate, { agent, strict: strict === true || standingLease === false, clockSkewMs });
+    return /** @type {InstanceType<T>} */ (new this(gate, { agent, strict: strict === true || standingLease === false, clockSkewMs }));
   }
 
   /**

@@ -333,28 +333,6 @@ impl Item {
     }
 }
 
-/// `2026-12-02T07:40:17.123Z` for a Unix time in ms (the Standard Webhooks payload's
-/// `timestamp`; days to a civil date by Howard Hinnant's algorithm).
-fn iso8601(ms: u64) -> String {
-    let (secs, milli) = (ms / 1000, ms % 1000);
-    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{milli:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
 /// How a lease check failed, in a word.
 fn lease_word(r: Reason) -> &'static str {
     match r {
@@ -894,7 +872,7 @@ impl Gate {
                 let data = view(&item, &Stream::empty(""), now_ms)
                     .unwrap_or_else(|| item.to_json("approval", now_ms, &[]));
                 let body = json!({"type": format!("interlock.{event}"),
-                                  "timestamp": iso8601(now_ms), "data": data});
+                                  "timestamp": crate::export::rfc3339_ms(now_ms), "data": data});
                 out.push(Notice {
                     id: nid,
                     item: id.into(),

@@ -4,16 +4,17 @@
 
 export const NODE_EXPORTS = /** @type {const} */ ([
   'BadKeyError', 'BadSignatureError', 'ContentionError', 'CorruptJournalError', 'CrashedError',
-  'FakeClock', 'FileJournal', 'Gate', 'GateComponent', 'GateError', 'Interlock', 'InterlockError',
-  'InvalidFieldError', 'InvalidJsonError', 'JournalError', 'JournalFailedError', 'JournalLockedError',
-  'MalformedError', 'MemoryJournal', 'PUBLIC_KEY_ENV', 'Payments', 'PaymentsService',
-  'PostgresJournal', 'PremiseReadError', 'ProofError', 'ProofFailedError', 'Rejected',
-  'SIGNING_KEY_ENV', 'ServiceError', 'SqliteJournal', 'StorageError', 'SystemClock',
-  'TargetTimeoutError', 'TooLargeError', 'TornTailError', 'UnexpectedReplyError', 'UnknownEffectError',
-  'UnknownOperationError', 'UnknownVersionError', 'UnsupportedJournalError', 'describeJournalError',
-  'gateComponent', 'gateError', 'gateRoot', 'invalidField', 'journalError', 'openJournal',
-  'openedRoot', 'paymentsComponent', 'paymentsTarget', 'proofError', 'protect', 'readKey',
-  'refuseJournalUrl', 'repairJournal', 'toOutcome', 'writePrivateKey', 'writeStateFile',
+  'ExportError', 'ExportFailedError', 'FakeClock', 'FileJournal', 'Gate', 'GateComponent',
+  'GateError', 'Interlock', 'InterlockError', 'InvalidFieldError', 'InvalidJsonError',
+  'JournalError', 'JournalFailedError', 'JournalLockedError', 'MalformedError', 'MemoryJournal',
+  'PUBLIC_KEY_ENV', 'Payments', 'PaymentsService', 'PostgresJournal', 'PremiseReadError',
+  'ProofError', 'ProofFailedError', 'Rejected', 'SIGNING_KEY_ENV', 'ServiceError', 'SqliteJournal',
+  'StorageError', 'SystemClock', 'TargetTimeoutError', 'TooLargeError', 'TornTailError',
+  'UnexpectedReplyError', 'UnknownEffectError', 'UnknownOperationError', 'UnknownVersionError',
+  'UnsupportedJournalError', 'describeJournalError', 'gateComponent', 'gateError', 'gateRoot',
+  'invalidField', 'journalError', 'openJournal', 'openedRoot', 'paymentsComponent',
+  'paymentsTarget', 'proofError', 'protect', 'readKey', 'refuseJournalUrl', 'repairJournal',
+  'toOutcome', 'writePrivateKey', 'writeStateFile',
 ]);
 
 export const BROWSER_EXPORTS = /** @type {const} */ ([
