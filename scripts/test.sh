@@ -66,6 +66,8 @@ step "edge: the gate as a Worker in workerd (Durable Object journal), the Agents
 # The HTTP API tests run against the Worker and against `interlock serve` (this CLI).
 (cd hosts/edge && npm ci --no-audit --no-fund --loglevel=error && \
   INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" npm test)
+step "edge: requests/s on one journal, both servers, quick (results/serve.md comes from its full run)"
+(cd hosts/edge && node scripts/throughput.js --quick --cli "$CARGO_TARGET_DIR/debug/interlock")
 step "viewer"
 # The inbox page's serve mode runs against `interlock serve` (this CLI).
 INTERLOCK_REQUIRE_CLI=1 INTERLOCK_CLI="$CARGO_TARGET_DIR/debug/interlock" bash viewer/test.sh

@@ -187,7 +187,7 @@ export function statesOnDisk(file) {
  *   GET  /orders/:order/premises?excluding=:ref  the premises of a refund (200)
  *   POST /refunds  {order, amount_cents}, Idempotency-Key  a refund (200), or 4xx refused
  *   GET  /refunds?reference=:ref  the refund with that reference (200) or 404
- * `onApply(req, refund)` runs after a refund is applied and before the answer; returning
+ * `onApply({ key, order, refund })` runs after a refund is applied and before the answer; returning
  * 'hang' never answers (the process dies in the tests, or the client gives up).
  * @param {{ tier?: string, orders?: Record<string, number>, onApply?: (info: any) => any, applyDelayMs?: number }} o
  */
@@ -219,7 +219,7 @@ export async function paymentsServer({ tier = '2', orders = { order_881: 10000, 
         } catch (e) {
           return send(422, { error: String(/** @type {any} */ (e).message) });
         }
-        if ((await onApply?.({ key, refund })) === 'hang') return; // no answer, ever
+        if ((await onApply?.({ key, order, refund })) === 'hang') return; // no answer, ever
         return send(200, refund);
       }
       if (req.method === 'GET' && u.pathname === '/refunds') {

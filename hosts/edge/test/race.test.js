@@ -1,7 +1,8 @@
 // Two concurrent requests on one journal: racing one effect, and two effects racing one cap,
 // against both servers. A Durable Object runs one event at a time and every gate call (with
-// its appends) is synchronous; `interlock serve` handles one journal's requests one at a
-// time. Compare-and-append decides each race: one send.
+// its appends) is synchronous; `interlock serve` holds a journal's instance for each gate
+// call alone. So requests interleave only between gate calls (while one awaits its target),
+// and there compare-and-append decides each race: one send.
 import { test, describe, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { SERVERS, paymentsServer, api, refund, tempDir, cleanup } from './helpers.js';
