@@ -38,11 +38,17 @@ impl Targets for Mail {
     }
 }
 
-/// Submits `proposal` in a process that dies after the target applied it.
-fn crash_after_commit(dir: &std::path::Path, clock: &Clock, proposal: &str, t: &mut dyn Targets) {
+/// Submits `proposal` in a process that dies at `point`.
+fn crash(
+    dir: &std::path::Path,
+    clock: &Clock,
+    point: CrashPoint,
+    proposal: &str,
+    t: &mut dyn Targets,
+) {
     let journal = StdFiles::at(dir).unwrap();
     let mut host = GateHost::new(runtime(), journal, clock.clone()).unwrap();
-    host.crash_at(CrashPoint::AfterSend, CrashAction::Error);
+    host.crash_at(point, CrashAction::Error);
     match host.submit(proposal, t) {
         Err(Error::Crashed(_)) => {}
         other => panic!("expected the crash, got {other:?}"),
@@ -67,12 +73,24 @@ fn recover_leaves_what_it_cannot_serve_open() {
     let mail = json!({"agent": "mailer", "target": {"name": "email", "timeout_ms": 1000},
                       "effect": {"to": "customer@example.com", "template": "refund"},
                       "authority": {"lease": LEASE}});
-    crash_after_commit(&dir, &clock, &mail.to_string(), &mut Mail);
+    crash(
+        &dir,
+        &clock,
+        CrashPoint::AfterSend,
+        &mail.to_string(),
+        &mut Mail,
+    );
     let mut checked: Value = serde_json::from_str(&proposal(Tier::THREE, 2000, premises)).unwrap();
     checked["authority"]["host_check"] = json!(true);
     let mut target = PaymentsTarget::new(payments, clock.clone())
         .with_authorizer(Box::new(|_: &AuthorizeRequest| true));
-    crash_after_commit(&dir, &clock, &checked.to_string(), &mut target);
+    crash(
+        &dir,
+        &clock,
+        CrashPoint::AfterSend,
+        &checked.to_string(),
+        &mut target,
+    );
     assert_eq!(target.payments.refunds(ORDER).len(), 1);
     drop(target);
 
@@ -112,8 +130,10 @@ fn recover_leaves_what_it_cannot_serve_open() {
 }
 
 /// `recover --no-wait`: one of many recovering workers leaves an effect another worker's
-/// claim still covers to that worker (open, `claim_live`, nothing written); without it,
-/// recovery waits the claim out and resolves the effect.
+/// claim still covers to that worker (open, `claim_live`, nothing written), when the lookup
+/// it may ask under that claim finds nothing (the worker died before its send: a lookup
+/// under a live claim proves nothing); without it, recovery waits the claim out, asks
+/// again and sends once.
 #[test]
 fn recover_no_wait_leaves_a_live_claim_to_its_worker() {
     let tmp = tempfile::tempdir().unwrap();
@@ -129,9 +149,10 @@ fn recover_no_wait_leaves_a_live_claim_to_its_worker() {
         host.grant_lease(LEASE, T0_MS + HOUR_MS).unwrap();
     }
     let mut target = PaymentsTarget::new(payments, clock.clone());
-    crash_after_commit(
+    crash(
         &dir,
         &clock,
+        CrashPoint::BeforeSend,
         &proposal(Tier::TWO, 2000, premises),
         &mut target,
     );
