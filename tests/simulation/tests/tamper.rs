@@ -418,7 +418,7 @@ fn run(stride: usize) -> (String, Vec<String>) {
     for (i, line) in lines.iter().enumerate() {
         let original: Value = serde_json::from_str(line).unwrap();
         for pos in 0..=line.len() {
-            if (offset + pos) % stride != 0 {
+            if !(offset + pos).is_multiple_of(stride) {
                 continue;
             }
             let b = if pos == line.len() {

@@ -534,7 +534,7 @@ impl Gate {
             Some(Ok(s)) => s,
             None => &empty,
         };
-        let view = match read_log(&s) {
+        let view = match read_log(s) {
             Ok(v) => v,
             Err(p) => {
                 report.problems.push(p);
