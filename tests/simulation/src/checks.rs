@@ -402,7 +402,7 @@ impl World {
         if dirty.is_empty() && !all {
             return Ok(());
         }
-        let names: Vec<String> = if all {
+        let mut names: Vec<String> = if all {
             self.j.raw().streams().expect("memory reads")
         } else {
             dirty.into_iter().collect()
@@ -417,6 +417,16 @@ impl World {
             })
             .map(|a| a.0.clone())
             .collect();
+        // A receipt also anchors the authority streams its decision relied on (and the
+        // effect's own, when it was picked for one of those): verify reads them all.
+        for a in &anchors {
+            for part in a.split("\"stream\":\"").skip(1) {
+                let stream = part.split('"').next().unwrap_or_default();
+                if !names.iter().any(|n| n == stream) {
+                    names.push(stream.to_string());
+                }
+            }
+        }
         let mut view = View {
             inner: self.j.raw(),
             names,
