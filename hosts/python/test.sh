@@ -34,7 +34,7 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
   'langchain-core==1.8.1' 'langgraph==1.2.22' 'langgraph-checkpoint-sqlite==3.1.2' \
   'openai-agents>=0.24,<0.25' 'google-adk>=2.13,<2.14' 'ap2>=0.1.1,<0.2' 'standardwebhooks==1.1.0' \
   'stripe==16.1.0' 'localstripe==1.15.10' 'aiosmtpd==1.4.6' \
-  'opentelemetry-sdk==1.45.2' 'opentelemetry-exporter-otlp-proto-http==1.45.2' 'opentelemetry-proto==1.45.2' \
+  'opentelemetry-sdk==1.44.0' 'opentelemetry-exporter-otlp-proto-http==1.44.0' 'opentelemetry-proto==1.44.0' \
   'google-cloud-logging==3.17.0' 'google-cloud-bigquery==3.47.0' 'ocsf-emitter==0.3.0'
 
 echo "== ruff and mypy (config in pyproject.toml)"
