@@ -154,10 +154,10 @@ class Receiver:
                         self.close_connection = True
                         return
                 elif self.path == "/v1/metrics":
-                    req = ExportMetricsServiceRequest.FromString(body)
+                    metrics = ExportMetricsServiceRequest.FromString(body)
                     reply = ExportMetricsServiceResponse().SerializeToString()
                     with receiver.lock:
-                        receiver.metric_requests.append(req)
+                        receiver.metric_requests.append(metrics)
                 else:
                     return self.answer(404)
                 self.answer(200, reply)
