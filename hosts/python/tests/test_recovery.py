@@ -34,16 +34,18 @@ def define_payments(gate, payments, allowed=None, premises=True, sends=None, tim
     return refund
 
 
-def crashed_after_the_send(tmp_path, tier, **kw):
-    """A journal left with an open DISPATCHED refund whose send landed at the service."""
+def crashed_after_the_send(tmp_path, tier, *, before=False, **kw):
+    """A journal left with an open DISPATCHED refund whose send landed at the service (or,
+    with before=True, never left)."""
     payments = Payments.in_memory(tier)
     payments.add_order(ORDER, 10_000)
     clock = FakeClock(T0)
     gate = Interlock(tmp_path / ".interlock", clock=clock, standing_lease=True)
     refund = define_payments(gate, payments, **kw)
     with pytest.raises(SimulatedCrash):
-        refund.gate.submit(refund.proposal(ORDER, 2000), crash_after_effect=True)
-    assert payments.refund_count() == 1
+        refund.gate.submit(refund.proposal(ORDER, 2000), crash_after_effect=not before,
+                           crash_before_effect=before)
+    assert payments.refund_count() == (0 if before else 1)
     return payments, clock, tmp_path / ".interlock"
 
 
@@ -127,7 +129,9 @@ def test_a_host_check_that_raises_at_recovery_leaves_the_effect_open(tmp_path):
 
 
 def test_recover_can_report_a_live_claim_instead_of_waiting(tmp_path):
-    payments, clock, d = crashed_after_the_send(tmp_path, "2", timeout_ms=30_000)
+    # Crashed before the send: the lookup under the live claim finds nothing, which proves
+    # nothing (the send may still be under way), so the claim is reported or waited out.
+    payments, clock, d = crashed_after_the_send(tmp_path, "2", before=True, timeout_ms=30_000)
     gate = Interlock(d, clock=clock, claim_wait=False, standing_lease=True)
     define_payments(gate, payments, timeout_ms=30_000)
     before = (d / "journal.jsonl").read_bytes()
@@ -138,9 +142,22 @@ def test_recover_can_report_a_live_claim_instead_of_waiting(tmp_path):
         assert 0 < out.retry_after_ms <= 30_000
     assert clock.now_ms() == T0  # nothing slept
     assert (d / "journal.jsonl").read_bytes() == before
+    assert payments.refund_count() == 0
     [out] = gate.recover(claim_wait=True)  # waits it out (the fake clock moves)
     assert out.status == COMMITTED and clock.now_ms() > T0 + 30_000
     assert payments.refund_count() == 1
+    gate.close()
+
+
+def test_a_landed_send_is_closed_by_its_lookup_under_the_live_claim(tmp_path):
+    payments, clock, d = crashed_after_the_send(tmp_path, "2", timeout_ms=30_000)
+    gate = Interlock(d, clock=clock, claim_wait=False, standing_lease=True)
+    define_payments(gate, payments, timeout_ms=30_000)
+    [out] = gate.recover()
+    assert (out.status, out.reason) == (COMMITTED, None)
+    assert clock.now_ms() == T0  # no wait: one lookup
+    assert payments.refund_count() == 1
+    assert list(gate.recover()) == []
     gate.close()
 
 
