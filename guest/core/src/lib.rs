@@ -31,7 +31,7 @@ pub mod webhooks;
 
 pub use canon::{canonical, effect_id_for, sha256_hex};
 pub use gate::people::Notice;
-pub use gate::Gate;
+pub use gate::{pinned_streams, Gate};
 pub use journal::{Journal, JournalError, MemJournal};
 pub use proposal::parse_input;
 pub use receipt::{Problem, ProblemKind, VerifyReport};

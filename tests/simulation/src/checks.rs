@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use interlock_core::{Executed, Journal, Outcome, Reason, State};
 use serde_json::{json, Map, Value};
 
-use crate::world::{state_of, OpState, World};
+use crate::world::{state_of, Anchor, OpState, World};
 use crate::{fail, View, Violation, KNOWN_CORE_BUGS, T0};
 
 impl World {
@@ -407,26 +407,16 @@ impl World {
         } else {
             dirty.into_iter().collect()
         };
-        let anchors: Vec<String> = self
-            .anchors
-            .iter()
-            .filter(|a| {
-                names
-                    .iter()
-                    .any(|n| a.0.contains(&format!("\"stream\":\"{n}\"")))
-            })
-            .map(|a| a.0.clone())
-            .collect();
-        // A receipt also anchors the authority streams its decision relied on (and the
-        // effect's own, when it was picked for one of those): verify reads them all.
-        for a in &anchors {
-            for part in a.split("\"stream\":\"").skip(1) {
-                let stream = part.split('"').next().unwrap_or_default();
-                if !names.iter().any(|n| n == stream) {
-                    names.push(stream.to_string());
-                }
+        // The receipts that pin a stream to be verified; verify reads every stream each of
+        // them pins (a receipt anchors the authority streams its decision relied on, and the
+        // effect's own when it was picked for one of those).
+        let pinning: Vec<&Anchor> = self.anchors.iter().filter(|a| a.pins_any(&names)).collect();
+        for stream in pinning.iter().flat_map(|a| &a.streams) {
+            if !names.contains(stream) {
+                names.push(stream.clone());
             }
         }
+        let anchors: Vec<String> = pinning.iter().map(|a| a.receipt.clone()).collect();
         let mut view = View {
             inner: self.j.raw(),
             names,
@@ -444,13 +434,15 @@ impl World {
         // A receipt that pinned entries no fsync covered, broken by a power loss.
         let unsynced_pin = rep.problems.iter().all(|p| {
             p.kind == interlock_core::ProblemKind::Truncated
-                && self.anchors.iter().any(|a| a.1 && a.0.contains(&p.stream))
+                && self
+                    .anchors
+                    .iter()
+                    .any(|a| a.pins_unsynced_of(core::slice::from_ref(&p.stream)))
         });
         if unsynced_pin {
             // Drop the receipts that pinned lost entries, so later verifies check the rest.
             let streams: Vec<String> = rep.problems.iter().map(|p| p.stream.clone()).collect();
-            self.anchors
-                .retain(|a| !(a.1 && streams.iter().any(|s| a.0.contains(s.as_str()))));
+            self.anchors.retain(|a| !a.pins_unsynced_of(&streams));
             return self.soft(fail(
                 "receipt_pins_unsynced_entry",
                 format!("{:?}", rep.problems),

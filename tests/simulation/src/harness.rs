@@ -7,7 +7,7 @@ use serde_json::{json, Map, Value};
 
 use crate::faults::pick_weighted;
 use crate::journal;
-use crate::world::{parse, Auth, Msg, OpState, Pend, Send, Worker, World};
+use crate::world::{parse, Anchor, Auth, Msg, OpState, Pend, Send, Worker, World};
 use crate::{fail, CrashKind, Fault, SimJournal, View, Violation, HOUR, RECEIPT_KEY};
 
 impl World {
@@ -501,7 +501,7 @@ impl World {
             &id[..8],
             if unsynced { ", not all synced" } else { "" }
         ));
-        self.anchors.push((r, unsynced));
+        self.anchors.push(Anchor::new(r, unsynced));
         Ok(())
     }
 }

@@ -3,7 +3,7 @@
 use interlock_core::State;
 use serde_json::json;
 
-use crate::world::{state_of, OpState, Pend, Worker, World};
+use crate::world::{state_of, Anchor, OpState, Pend, Worker, World};
 use crate::{fail, Violation};
 
 impl World {
@@ -81,7 +81,7 @@ impl World {
                 return fail("refused_unsent_but_refunded", id);
             }
             let r = self.checked_receipt(&id)?;
-            self.anchors.push((r, false));
+            self.anchors.push(Anchor::new(r, false));
         }
         self.ev("settled");
         self.verify_journal(true)

@@ -114,8 +114,8 @@ pub struct World {
     pub(crate) requests: Vec<Request>,
     pub(crate) sends: BTreeMap<String, Vec<Send>>,
     pub(crate) msgs: Vec<Msg>,
-    /// Receipts handed out, with whether they pinned entries no fsync covered yet.
-    pub(crate) anchors: Vec<(String, bool)>,
+    /// Receipts handed out: a later verify checks the journal against each.
+    pub(crate) anchors: Vec<Anchor>,
     /// Recorded proposals by effect id (PROPOSED is durable before any send).
     pub(crate) proposals: BTreeMap<String, Value>,
     /// Effects the gate said were REFUSED with `executed: no`: no refund may ever carry them.
@@ -132,6 +132,39 @@ pub struct World {
     pub steps: u64,
     pub events: BTreeMap<&'static str, u64>,
     pub trace: Vec<String>,
+}
+
+/// A receipt handed out, the streams it pins (read the way the gate reads them), and whether
+/// it pinned entries no fsync covered yet.
+pub(crate) struct Anchor {
+    pub(crate) receipt: String,
+    pub(crate) streams: Vec<String>,
+    pub(crate) unsynced: bool,
+}
+
+impl Anchor {
+    pub(crate) fn new(receipt: String, unsynced: bool) -> Self {
+        let streams = interlock_core::pinned_streams(&parse(&receipt));
+        Anchor {
+            receipt,
+            streams,
+            unsynced,
+        }
+    }
+
+    fn pins(&self, stream: &str) -> bool {
+        self.streams.iter().any(|s| s == stream)
+    }
+
+    /// It pins entries no fsync covered, of one of these streams.
+    pub(crate) fn pins_unsynced_of(&self, streams: &[String]) -> bool {
+        self.unsynced && streams.iter().any(|s| self.pins(s))
+    }
+
+    /// It pins one of these streams.
+    pub(crate) fn pins_any(&self, streams: &[String]) -> bool {
+        streams.iter().any(|s| self.pins(s))
+    }
 }
 
 pub(crate) fn parse(text: &str) -> Value {

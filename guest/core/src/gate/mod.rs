@@ -39,6 +39,8 @@ mod recheck;
 mod send;
 mod streams;
 
+pub use receipts::pinned_streams;
+
 use op::{is_closed, Ctx, Op, Refusal, Waiting};
 use outcome::{done, open_outcome, outcome_of};
 

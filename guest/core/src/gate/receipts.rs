@@ -97,6 +97,15 @@ pub(crate) fn pinned_heads(r: &Value) -> Vec<Value> {
         .collect()
 }
 
+/// The name of every stream a receipt pins (its own, its people part's, its anchors'), in
+/// the order the receipt lists them: the streams `verify` reads to check it.
+pub fn pinned_streams(receipt: &Value) -> Vec<String> {
+    pinned_heads(receipt)
+        .iter()
+        .filter_map(|v| v["stream"].as_str().map(String::from))
+        .collect()
+}
+
 /// What a receipt pins: each stream it rests on, at a length.
 pub(crate) fn pins_of(r: &Value) -> Pins {
     pinned_heads(r)
