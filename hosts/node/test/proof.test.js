@@ -168,8 +168,9 @@ test('the outside checker accepts what this host made and rejects every mutation
 
 /** `doc` signed again with the signed-note private key `signer` (as a forger holding the key would). */
 function resign(doc, signer, verifier) {
-  const seed = Buffer.from(signer.trim().split('+').at(-1), 'base64').subarray(1);
-  const x = Buffer.from(verifier.trim().split('+').at(-1), 'base64').subarray(1);
+  // PRIVATE+KEY+name+keyid+base64 and name+keyid+base64: the base64 may itself hold a '+'.
+  const seed = Buffer.from(signer.trim().split('+').slice(4).join('+'), 'base64').subarray(1);
+  const x = Buffer.from(verifier.trim().split('+').slice(2).join('+'), 'base64').subarray(1);
   const key = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', d: seed.toString('base64url'), x: x.toString('base64url') }, format: 'jwk' });
   const body = Object.fromEntries(Object.entries(doc).filter(([k]) => k !== 'signature'));
   const value = sign(null, Buffer.from(canonicalize(body), 'utf8'), key).toString('base64');
