@@ -7,41 +7,27 @@
 // process measures one host: submits over its in-memory journal (median of 9 rounds x 300)
 // and over its file journal (median of 300, fdatasync included). Both hosts' APIs are
 // served: a journal (before the thin hosts) or a storage (after) is passed under both names.
+// The proposal and target are bench.mjs's (common.mjs).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { LEASE, LEASE_UNTIL_MS, T0_MS, median, nullTarget, proposal } from './common.mjs';
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 if (process.argv[2] === '--one') {
   const host = await import(join(resolve(process.argv[3]), 'src/index.js'));
   const { Gate, gateComponent, MemoryJournal, FileJournal, FakeClock } = host;
-  const LEASE = 'case-4471';
-  const T0_MS = 1_800_000_000_000;
-  const PREMISES = '{"eligible":true,"refunded_by_others_cents":0}';
-  const RESULT = '{"amount_cents":2000,"refund_id":"re_0001"}';
-  // The proposal of bench.mjs and experiments/bench/src/common.rs.
-  const proposal = (n) =>
-    `{"agent":"refund-agent","target":{"name":"payments","dedupes":true,"dedupe_window_ms":86400000,"lookup":true,"timeout_ms":1000},` +
-    `"key":"refund:order_${n}","effect":{"order":"order_${n}","amount_cents":2000},"authority":{"lease":"${LEASE}"},` +
-    `"premises":{"eligible":true,"refunded_by_others_cents":0}}`;
-  const target = {
-    capture: () => ({ tag: 'captured', val: PREMISES }),
-    authorize: () => ({ tag: 'allowed', val: true }),
-    apply: () => ({ tag: 'applied', val: RESULT }),
-    query: () => ({ tag: 'found', val: RESULT }),
-  };
   const component = await gateComponent();
   const gateOver = async (j) => {
     const g = await Gate.instantiate(component, { journal: j, storage: j, clock: new FakeClock(T0_MS) });
-    await g.grantLease(LEASE, T0_MS + 10 * 365 * 24 * 3_600_000);
+    await g.grantLease(LEASE, LEASE_UNTIL_MS);
     return g;
   };
   const submit = async (g, n) => {
-    const o = await g.submit(proposal(n), target);
+    const o = await g.submit(proposal(n), nullTarget);
     if (o.state !== 'COMMITTED') throw new Error(`unexpected outcome ${JSON.stringify(o)}`);
   };
   const mem = await gateOver(new MemoryJournal());

@@ -12,6 +12,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { LEASE, LEASE_UNTIL_MS, T0_MS, median, nullTarget, proposal } from './common.mjs';
 
 const quick = process.argv.includes('--quick');
 const root = fileURLToPath(new URL('../../../', import.meta.url));
@@ -27,23 +28,6 @@ try {
 }
 const { Gate, gateComponent, MemoryJournal, FileJournal, FakeClock } = host;
 
-const LEASE = 'case-4471';
-const T0_MS = 1_800_000_000_000;
-const LEASE_UNTIL_MS = T0_MS + 10 * 365 * 24 * 3_600_000;
-const PREMISES = '{"eligible":true,"refunded_by_others_cents":0}';
-const RESULT = '{"amount_cents":2000,"refund_id":"re_0001"}';
-// The same proposal text as experiments/bench/src/common.rs.
-const proposal = (n) =>
-  `{"agent":"refund-agent","target":{"name":"payments","dedupes":true,"dedupe_window_ms":86400000,"lookup":true,"timeout_ms":1000},` +
-  `"key":"refund:order_${n}","effect":{"order":"order_${n}","amount_cents":2000},"authority":{"lease":"${LEASE}"},` +
-  `"premises":{"eligible":true,"refunded_by_others_cents":0}}`;
-const nullTarget = {
-  capture: () => ({ tag: 'captured', val: PREMISES }),
-  authorize: () => ({ tag: 'allowed', val: true }),
-  apply: () => ({ tag: 'applied', val: RESULT }),
-  query: () => ({ tag: 'found', val: RESULT }),
-};
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const figures = [];
 const fig = (id, what, value, unit, detail = '', goal, met) => {
   figures.push({ id, what, value, unit, detail, goal, met });
