@@ -46,6 +46,26 @@ pub fn with_member(text: &str, at: usize, name: &str, value: &Value) -> String {
     out
 }
 
+/// Whether `line` is exactly [`with_member`]`(text, at, name, value)`, compared in place
+/// (a stored entry checked against its canonical form, with no copy of it written).
+pub fn is_with_member(line: &str, text: &str, at: usize, name: &str, value: &Value) -> bool {
+    let (head, tail) = text.split_at(at);
+    let mut member = String::with_capacity(name.len() + 80);
+    if head.len() > 1 && tail == "}" {
+        member.push(',');
+    }
+    write_string(&mut member, name);
+    member.push(':');
+    write_value(&mut member, value);
+    if tail != "}" {
+        member.push(',');
+    }
+    line.len() == head.len() + member.len() + tail.len()
+        && line.starts_with(head)
+        && line[head.len()..].starts_with(&member)
+        && line.ends_with(tail)
+}
+
 /// The canonical text of an object, less its member `skip` when given (a document's
 /// `signature`): what is signed, with no copy of the object made.
 pub fn canonical_object(map: &Map<String, Value>, skip: Option<&str>) -> String {
@@ -239,6 +259,39 @@ mod tests {
 
     fn number(bits: u64) -> String {
         canonical(&Value::from(f64::from_bits(bits)))
+    }
+
+    #[test]
+    fn a_line_is_compared_with_its_member_put_back_in_place() {
+        for text in [
+            r#"{"a":1,"z":2}"#,
+            r#"{"a":1}"#,
+            r#"{"z":1}"#,
+            r#"{}"#,
+            r#"{"hash":"x","a":1}"#,
+        ] {
+            let map = match serde_json::from_str::<Value>(text).unwrap() {
+                Value::Object(m) => m,
+                _ => unreachable!(),
+            };
+            let (without, at) = canonical_without(&map, "hash");
+            let hash = Value::String("ab\"c".into());
+            let line = with_member(&without, at, "hash", &hash);
+            assert!(is_with_member(&line, &without, at, "hash", &hash), "{line}");
+            let other = Value::String("abc".into());
+            assert!(
+                !is_with_member(&line, &without, at, "hash", &other),
+                "{line}"
+            );
+            assert!(!is_with_member(
+                &alloc::format!("{line} "),
+                &without,
+                at,
+                "hash",
+                &hash
+            ));
+            assert!(!is_with_member(&line[1..], &without, at, "hash", &hash));
+        }
     }
 
     #[test]

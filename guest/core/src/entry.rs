@@ -11,7 +11,7 @@ use alloc::vec::Vec;
 use serde_json::{Map, Value};
 
 use crate::authority::Mark;
-use crate::canon::{canonical_without, sha256_hex, with_member};
+use crate::canon::{canonical_without, is_with_member, sha256_hex, with_member};
 use alloc::sync::Arc;
 
 use crate::journal::{Journal, JournalError};
@@ -114,7 +114,7 @@ impl Stream {
         // the same value (an escape spelled another way) would slip past the hash. The text
         // without `hash` is written once, for both checks.
         let (without, at) = canonical_without(&obj, "hash");
-        if with_member(&without, at, "hash", &Value::String(hash.into())) != line {
+        if !is_with_member(line, &without, at, "hash", &Value::String(hash.into())) {
             return Err(problem(
                 ProblemKind::HashMismatch,
                 format!("{state} entry was edited: it is not in canonical form"),

@@ -181,7 +181,9 @@ const AUTHORITY_FIELDS: &[&str] = &["lease", "approval", "host_check"];
 const CAP_FIELDS: &[&str] = &["name", "limit_cents", "amount_cents"];
 
 impl Proposal {
-    /// A proposal that must name its authority (a recorded one, or under strict authority).
+    /// A proposal that must name its authority (as a recorded one must, see
+    /// [`Proposal::from_recorded`]): the tests' way to read one from text.
+    #[cfg(test)]
     pub fn parse(text: &str) -> Result<Proposal, GateError> {
         match Self::parse_input(text)? {
             (p, false) => Ok(p),
@@ -194,8 +196,23 @@ impl Proposal {
     /// second value says so, and the gate decides whether it may (it may not under strict
     /// authority) and grants that lease at its first use.
     pub fn parse_input(text: &str) -> Result<(Proposal, bool), GateError> {
-        let v = parse_input(text, "")?;
-        let m = Obj::strict(&v, "", "a proposal", FIELDS)?;
+        Self::from_input(&parse_input(text, "")?)
+    }
+
+    /// A proposal recorded in a journal (a PROPOSED entry's `proposal`, a value read and
+    /// verified with its entry), read as [`Proposal::parse`] reads its text, with no text
+    /// written and parsed again.
+    pub fn from_recorded(v: &Value) -> Result<Proposal, GateError> {
+        check_safe_numbers(v, &mut String::new())?;
+        match Self::from_input(v)? {
+            (p, false) => Ok(p),
+            (_, true) => Err(authority_required()),
+        }
+    }
+
+    /// [`Proposal::parse_input`] of JSON already parsed (and its numbers checked).
+    fn from_input(v: &Value) -> Result<(Proposal, bool), GateError> {
+        let m = Obj::strict(v, "", "a proposal", FIELDS)?;
         let agent = m.name("agent", "who proposes (an agent name)")?;
 
         let t = Obj::strict(
@@ -418,6 +435,9 @@ mod tests {
         let p = Proposal::parse(OK).unwrap();
         assert_eq!(p.target.dedupe_window_ms, DEFAULT_DEDUPE_WINDOW_MS);
         let again = Proposal::parse(&canonical(&p.to_json())).unwrap();
+        // As the journal holds it: read from the recorded value, the same proposal.
+        let recorded = Proposal::from_recorded(&p.to_json()).unwrap();
+        assert_eq!(recorded, p);
         assert_eq!(p, again);
     }
 

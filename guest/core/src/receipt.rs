@@ -241,20 +241,20 @@ pub fn anchor_problem(anchor: &Value, s: &Stream) -> Option<Problem> {
 
 /// Every `{stream, head}` a list of anchors pins: each anchor, and a receipt's own anchors
 /// (the authority streams it relied on) and its people part.
-fn expand(anchors: &[Value]) -> Vec<Value> {
+fn expand(anchors: &[Value]) -> Vec<&Value> {
     let mut out = Vec::new();
     for a in anchors {
-        out.push(a.clone());
+        out.push(a);
         for inner in a
             .get("anchors")
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
         {
-            out.push(inner.clone());
+            out.push(inner);
         }
         if let Some(p) = a.get("people").filter(|p| p.get("stream").is_some()) {
-            out.push(p.clone());
+            out.push(p);
         }
     }
     out

@@ -27,7 +27,7 @@ use serde_json::{Map, Value};
 
 use sha2::{Digest, Sha256};
 
-use crate::canon::{canonical, canonical_without, sha256_hex, with_member};
+use crate::canon::{canonical, canonical_without, is_with_member, sha256_hex};
 use crate::entry::{Spelled, Stream};
 use crate::fields;
 use crate::journal::{Journal, JournalError};
@@ -730,7 +730,7 @@ fn checked(line: &str) -> Result<Map<String, Value>, ExportError> {
             "an entry whose content does not match its hash (edited)",
         ));
     };
-    if with_member(&without, at, "hash", &Value::String(hash.into())) != line {
+    if !is_with_member(line, &without, at, "hash", &Value::String(hash.into())) {
         return Err(bad("an entry that is not in canonical form (edited)"));
     }
     if sha256_hex(without.as_bytes()) != hash {

@@ -514,6 +514,6 @@ impl Gate {
 /// checked that the stream has one. One that no longer parses is a corrupt journal.
 fn recorded_proposal(stream: &Stream) -> Result<Proposal, GateError> {
     let recorded = stream.entries.first().and_then(|e| e.get("proposal"));
-    Proposal::parse(&canonical(recorded.unwrap_or(&Value::Null)))
+    Proposal::from_recorded(recorded.unwrap_or(&Value::Null))
         .map_err(|e| GateError::CorruptJournal(format!("{} entry 0: {e}", stream.name)))
 }
