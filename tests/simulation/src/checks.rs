@@ -245,7 +245,7 @@ impl World {
         }
         if let Some(a) = p["authority"]["approval"].as_str() {
             let s = self.raw_stream(&format!("approval:{a}"));
-            let first = s.first().cloned().unwrap_or(Value::Null);
+            let first = s.first().map_or(&Value::Null, |e| &**e);
             let revoked = s.iter().any(|e| state_of(e) == "REVOKED");
             let expired = first["expires_at_ms"]
                 .as_u64()
@@ -284,7 +284,7 @@ impl World {
         }
         let stream = self.raw_stream(&format!("effect:{id}"));
         if out.state.is_terminal() && !out.replayed {
-            let last = stream.last().map(state_of).unwrap_or("");
+            let last = stream.last().map(|e| state_of(e)).unwrap_or("");
             if last != out.state.as_str() {
                 return fail(
                     "outcome_disagrees_with_journal",

@@ -54,7 +54,7 @@ impl World {
         // receipt handed out, then and now.
         for id in self.effect_ids() {
             let s = self.raw_stream(&format!("effect:{id}"));
-            let last = s.last().map(state_of).unwrap_or("").to_string();
+            let last = s.last().map(|e| state_of(e)).unwrap_or("").to_string();
             if !State::parse(&last).is_some_and(State::is_terminal) {
                 let closed = s.last().is_some_and(|e| e["open"] == json!(false));
                 let r = fail(

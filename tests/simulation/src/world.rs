@@ -1,6 +1,7 @@
 //! The simulated world: its parts, how it is made from a seed, its ground truth (the
 //! service, the raw journal) and its clock.
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use interlock_core::{effect_id_for, Ask, Gate, Journal};
 use interlock_payments_sim::{Payments, Tier};
@@ -116,6 +117,9 @@ pub struct World {
     pub(crate) msgs: Vec<Msg>,
     /// Receipts handed out: a later verify checks the journal against each.
     pub(crate) anchors: Vec<Anchor>,
+    /// The raw journal's streams as last parsed by [`World::raw_stream`]: each stored line
+    /// and its value. A line is parsed again only when its text differs from the one kept.
+    pub(crate) parsed: BTreeMap<String, Vec<(String, Rc<Value>)>>,
     /// Recorded proposals by effect id (PROPOSED is durable before any send).
     pub(crate) proposals: BTreeMap<String, Value>,
     /// Effects the gate said were REFUSED with `executed: no`: no refund may ever carry them.
@@ -242,6 +246,7 @@ impl World {
             sends: BTreeMap::new(),
             msgs: Vec::new(),
             anchors: Vec::new(),
+            parsed: BTreeMap::new(),
             proposals: BTreeMap::new(),
             declared_unsent: BTreeMap::new(),
             faults_on: true,
@@ -336,14 +341,23 @@ impl World {
             .expect("the order exists")
     }
 
-    pub(crate) fn raw_stream(&mut self, name: &str) -> Vec<Value> {
-        self.j
-            .raw()
-            .read(name, 0)
-            .expect("memory reads")
+    /// A stream of the raw journal, each entry as the JSON its line holds (the oracle's own
+    /// reading, not the gate's). Lines whose text is what was parsed before are not parsed
+    /// again: the same text is the same value.
+    pub(crate) fn raw_stream(&mut self, name: &str) -> Vec<Rc<Value>> {
+        let lines = self.j.raw().read(name, 0).expect("memory reads");
+        let kept = self.parsed.entry(name.to_string()).or_default();
+        let same = kept
             .iter()
-            .map(|l| parse(l))
-            .collect()
+            .zip(&lines)
+            .take_while(|(k, l)| k.0 == **l)
+            .count();
+        kept.truncate(same);
+        for line in lines.into_iter().skip(same) {
+            let v = Rc::new(parse(&line));
+            kept.push((line, v));
+        }
+        kept.iter().map(|(_, v)| Rc::clone(v)).collect()
     }
 
     pub(crate) fn open_effects(&mut self) -> Vec<String> {
