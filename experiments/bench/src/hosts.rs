@@ -1,6 +1,8 @@
 //! The figures other programs measure, run from here so one command writes every row: the
-//! Node and Python scripts (their JSON is folded in by `report::foreign`) and the long
-//! simulation's own binary (seeds per second, as its long run counts them).
+//! Node and Python scripts and `interlock serve` beside the Worker (their JSON is folded in
+//! by `report::foreign`), and the long simulation's own binary (seeds per second, as its
+//! long run counts them). The fresh-machine times come from experiments/install/fresh.py,
+//! run on its own (it builds from an empty target folder).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -71,7 +73,47 @@ pub fn node_and_python(cfg: &Config, root: &Path) -> Result<Vec<Figure>> {
             );
         }
     }
+    serve(root, &target)?;
     Ok(Vec::new())
+}
+
+/// `node hosts/edge/scripts/throughput.js` with this target folder's release `interlock`
+/// (built here, every feature): `interlock serve` beside the Worker, requests/s at 1, 8 and
+/// 64 clients; it writes results/serve.md and bench-serve.json. Skipped, saying so, when
+/// hosts/edge is not set up (`npm ci` there).
+fn serve(root: &Path, target: &Path) -> Result<()> {
+    let edge = root.join("hosts/edge");
+    if !edge.join("node_modules/.bin/workerd").exists() {
+        eprintln!("  hosts: no hosts/edge/node_modules (npm ci there): serve figures skipped");
+        return Ok(());
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let built = Command::new(&cargo)
+        .args(["build", "--release", "-p", "interlock-cli"])
+        .current_dir(root)
+        .env("CARGO_TARGET_DIR", target)
+        .status()
+        .context("cargo build --release -p interlock-cli")?;
+    if !built.success() {
+        bail!("cargo build --release -p interlock-cli failed: {built}");
+    }
+    let cli = target.join("release/interlock");
+    eprintln!(
+        "  hosts: node scripts/throughput.js --cli {}",
+        cli.display()
+    );
+    let status = Command::new("node")
+        .arg("scripts/throughput.js")
+        .arg("--cli")
+        .arg(&cli)
+        .current_dir(&edge)
+        .stdout(std::process::Stdio::null())
+        .status()
+        .context("run hosts/edge/scripts/throughput.js")?;
+    if !status.success() {
+        bail!("hosts/edge/scripts/throughput.js failed: {status}");
+    }
+    Ok(())
 }
 
 /// How long the simulation's binary runs here; the long run is 900 s.

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! cargo run --release -p interlock-bench                 # full: writes results/bench.md, .json
-//! cargo run --release -p interlock-bench -- --only recover
+//! cargo run --release -p interlock-bench -- --only recover  # the other rows kept from bench.json
 //! cargo run -p interlock-bench -- --quick                # CI: every benchmark still runs
 //! ```
 //! The Node and Python figures come from experiments/bench/node and experiments/bench/python,
@@ -166,12 +166,18 @@ fn run() -> Result<()> {
             figures.push(f);
         }
     }
-    figures.extend(report::foreign(&root.join("results"))?);
     let out = match (&args.out, args.quick) {
         (Some(dir), _) => Some(dir.clone()),
         (None, false) => Some(root.join("results")),
         (None, true) => None,
     };
+    if let (Some(dir), false) = (&out, args.only.is_empty()) {
+        // A run of some groups keeps the last run's figures of the others, in group order.
+        figures.extend(report::kept(dir, &args.only, GROUPS)?);
+        let rank = |g: &str| GROUPS.iter().position(|x| *x == g);
+        figures.sort_by_key(|f| rank(f.group));
+    }
+    figures.extend(report::foreign(&root.join("results"))?);
     if let Some(dir) = out {
         report::write(&dir, &figures, &machine, args.quick)?;
         eprintln!("wrote {}", dir.join("bench.md").display());

@@ -1,5 +1,6 @@
 // Requests per second at 1, 8 and 64 concurrent clients on one journal, for `interlock serve`
-// beside the Worker (workerd), and writes ../../results/serve.md. Two kinds of work:
+// beside the Worker (workerd), and writes ../../results/serve.md and bench-serve.json (the
+// figures results/bench.md folds in). Two kinds of work:
 //   caller: a submit whose target the caller performs (POST /submit, POST /ops captured,
 //           POST /ops applied: three requests an effect);
 //   served: POST /effects, the server performing the target: a premises GET and a refund
@@ -246,5 +247,35 @@ ${table('served', 'server')}
 
 Resident memory of each server process (workerd's, serve's) at the end of its runs, median: ${memory}.
 `;
-if (!QUICK) writeFileSync(join(ROOT, '../../results/serve.md'), md);
+// The figures interlock-bench folds into results/bench.md (its `report::foreign`): the
+// served requests/s of `interlock serve` at each client count, the Worker's beside.
+const at = (i, kind, c, k = 'requests') => median(runs[i].map((r) => r[kind][c][k]));
+const serveAt = servers.findIndex(([name]) => name === '`interlock serve`');
+const figures = serveAt < 0 ? [] : [
+  ...CLIENTS.map((c) => ({
+    id: `serve.served_${c}`,
+    what: `\`interlock serve\`: requests/s on one journal, ${c} client${c > 1 ? 's' : ''}, the server performing a ${SLOW_MS} ms target`,
+    value: at(serveAt, 'served', c),
+    unit: 'req/s',
+    detail: `median of ${RUNS} runs of ${DURATION_MS / 1000} s; ${at(serveAt, 'served', c, 'cpu').toFixed(2)} ms server CPU per effect; the Worker (workerd) beside: ${fmt(at(0, 'served', c))} req/s; the caller performing the target: serve ${fmt(at(serveAt, 'caller', c))} req/s, the Worker ${fmt(at(0, 'caller', c))} req/s (results/serve.md)`,
+  })),
+  (() => {
+    const [lo, hi] = [CLIENTS[0], CLIENTS.at(-1)];
+    const ratio = at(serveAt, 'served', hi) / at(serveAt, 'served', lo);
+    return {
+      id: `serve.served_${hi}_vs_${lo}`,
+      what: `\`interlock serve\`: requests/s at ${hi} clients / at ${lo} (one journal, a ${SLOW_MS} ms target)`,
+      value: ratio,
+      unit: 'x',
+      goal: `concurrent: >= 8x (one request at a time, a slow target's wait included, would be 1x)`,
+      met: ratio >= 8,
+      detail: `the Worker: ${(at(0, 'served', hi) / at(0, 'served', lo)).toFixed(1)}x`,
+    };
+  })(),
+];
+if (!QUICK) {
+  writeFileSync(join(ROOT, '../../results/serve.md'), md);
+  const command = 'node hosts/edge/scripts/throughput.js --cli target/release/interlock';
+  writeFileSync(join(ROOT, '../../results/bench-serve.json'), JSON.stringify({ command, figures }, null, 2) + '\n');
+}
 console.log(md);
