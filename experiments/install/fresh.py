@@ -4,7 +4,8 @@
     python3 experiments/install/fresh.py --tests    # and the test command: bash scripts/test.sh
 
 Clones the checkout's committed HEAD into a new folder and runs each command there with an
-empty cargo target folder of its own, as a newcomer's first run would; what a machine keeps
+empty cargo target folder of its own, as a newcomer's first run would (the test command's
+build from nothing needs more than 17 GB of disk: a run with 17 GB free ran out); what a machine keeps
 between runs stays (cargo's registry cache, npm's and pip's caches, the apt packages), so
 the figures leave out downloads. Writes results/bench-install.json (the figures
 results/bench.md folds in; a figure not measured this time is kept from the last run).
@@ -82,6 +83,7 @@ def main() -> None:
         "install.demo", "a fresh machine to the README's demo (bash scripts/demo.sh)", wall, cpu, when
     )
     print(f"demo: {wall:.0f} s wall, {cpu:.0f} s CPU", file=sys.stderr)
+    write(kept)  # kept even if the tests then fail
     if tests:
         wall, cpu = timed(checkout, tmp / "target-tests", ["bash", "scripts/test.sh"], tmp / "tests.log")
         kept["install.tests"] = figure(
@@ -93,6 +95,10 @@ def main() -> None:
         )
         print(f"tests: {wall:.0f} s wall, {cpu:.0f} s CPU", file=sys.stderr)
     shutil.rmtree(tmp, ignore_errors=True)
+    write(kept)
+
+
+def write(kept: dict) -> None:
     figures = [kept[i] for i in GOALS if i in kept]
     OUT.write_text(json.dumps({"command": COMMAND, "figures": figures}, indent=2) + "\n")
     print(f"wrote {OUT}", file=sys.stderr)
