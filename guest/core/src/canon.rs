@@ -31,25 +31,23 @@ pub fn canonical_without(map: &Map<String, Value>, name: &str) -> (String, usize
 /// the canonical text of the whole object.
 pub fn with_member(text: &str, at: usize, name: &str, value: &Value) -> String {
     let (head, tail) = text.split_at(at);
-    let mut out = String::with_capacity(text.len() + name.len() + 80);
-    out.push_str(head);
-    if head.len() > 1 && tail == "}" {
-        out.push(',');
-    }
-    write_string(&mut out, name);
-    out.push(':');
-    write_value(&mut out, value);
-    if tail != "}" {
-        out.push(',');
-    }
-    out.push_str(tail);
-    out
+    [head, &member_between(head, tail, name, value), tail].concat()
 }
 
 /// Whether `line` is exactly [`with_member`]`(text, at, name, value)`, compared in place
 /// (a stored entry checked against its canonical form, with no copy of it written).
 pub fn is_with_member(line: &str, text: &str, at: usize, name: &str, value: &Value) -> bool {
     let (head, tail) = text.split_at(at);
+    let member = member_between(head, tail, name, value);
+    line.len() == head.len() + member.len() + tail.len()
+        && line.starts_with(head)
+        && line[head.len()..].starts_with(&member)
+        && line.ends_with(tail)
+}
+
+/// `"name":value` with the commas that join it to the members before (`head`) and after
+/// (`tail`) it in an object's canonical text.
+fn member_between(head: &str, tail: &str, name: &str, value: &Value) -> String {
     let mut member = String::with_capacity(name.len() + 80);
     if head.len() > 1 && tail == "}" {
         member.push(',');
@@ -60,10 +58,7 @@ pub fn is_with_member(line: &str, text: &str, at: usize, name: &str, value: &Val
     if tail != "}" {
         member.push(',');
     }
-    line.len() == head.len() + member.len() + tail.len()
-        && line.starts_with(head)
-        && line[head.len()..].starts_with(&member)
-        && line.ends_with(tail)
+    member
 }
 
 /// The canonical text of an object, less its member `skip` when given (a document's
