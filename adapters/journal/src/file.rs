@@ -327,17 +327,48 @@ impl<S: Files> FileJournal<S> {
         } else {
             scanner.line(line)?
         };
-        let position = match self.index.resident_len(&entry.head.stream) {
-            Some(n) => n,
-            None => match self.index.materialize(&mut self.files, &entry.head.stream) {
-                // Reloaded by the caller (`catch_up_to`), never in the middle of a scan.
-                Err(CheckpointError::Stale) => return Err(Error::Changed(STALE.into())),
-                other => other.map_err(checkpoint_error)?,
-            },
+        let head = &entry.head;
+        // One lookup for the usual line, of a stream already resident.
+        let pushed = match self.index.push_resident(
+            &head.stream,
+            Some(head.seq),
+            entry.offset,
+            entry.len,
+            head.open,
+        ) {
+            Some(pushed) => pushed,
+            None => {
+                let position = match self.index.materialize(&mut self.files, &head.stream) {
+                    // Reloaded by the caller (`catch_up_to`), never in the middle of a scan.
+                    Err(CheckpointError::Stale) => return Err(Error::Changed(STALE.into())),
+                    other => other.map_err(checkpoint_error)?,
+                };
+                if position > 0 {
+                    // Made resident from the checkpoint.
+                    self.index
+                        .push_resident(
+                            &head.stream,
+                            Some(head.seq),
+                            entry.offset,
+                            entry.len,
+                            head.open,
+                        )
+                        .unwrap_or(Err(position))
+                } else if head.seq != 0 {
+                    Err(0)
+                } else {
+                    let (offset, len, open) = (entry.offset, entry.len, head.open);
+                    self.index.push_new(entry.head.stream, offset, len, open);
+                    self.last = Some((offset, len));
+                    self.len = scanner.offset();
+                    return Ok(());
+                }
+            }
         };
-        scanner.check_seq(&entry, position)?;
-        self.index
-            .push(&entry.head.stream, entry.offset, entry.len, entry.head.open);
+        if let Err(position) = pushed {
+            // The line's seq is not its stream's next position: corrupt, said by the scanner.
+            scanner.check_seq(&entry, position)?;
+        }
         self.last = Some((entry.offset, entry.len));
         self.len = scanner.offset();
         Ok(())

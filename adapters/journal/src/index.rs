@@ -6,6 +6,7 @@
 use alloc::collections::BTreeMap;
 use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use hashbrown::HashMap;
 
 use crate::checkpoint::{Base, CheckpointError};
 use crate::storage::Files;
@@ -24,8 +25,8 @@ pub(crate) struct StreamIndex {
 
 #[derive(Debug, Default)]
 pub(crate) struct Index {
-    /// Resident streams.
-    pub(crate) streams: BTreeMap<String, StreamIndex>,
+    /// Resident streams, in no order.
+    pub(crate) streams: HashMap<String, StreamIndex>,
     /// Streams created after the checkpoint, in first-append order; their `order` is the
     /// checkpoint's stream count plus their position here.
     pub(crate) order: Vec<String>,
@@ -108,40 +109,61 @@ impl Index {
 
     /// Records one entry at the end of `stream` (made resident first by `materialize`).
     pub(crate) fn push(&mut self, stream: &str, offset: u64, len: u32, open: bool) {
-        if let Some(s) = self.streams.get_mut(stream) {
-            s.offsets.push((offset, len));
-            // The open list changes only when the stream's state does (no allocation for
-            // the usual append to an open stream).
-            if s.open != open {
-                s.open = open;
-                if open {
-                    self.open.insert(s.order, stream.to_string());
-                } else {
-                    self.open.remove(&s.order);
-                }
-            }
-            self.entries += 1;
-            return;
+        if self
+            .push_resident(stream, None, offset, len, open)
+            .is_none()
+        {
+            self.push_new(stream.to_string(), offset, len, open);
         }
+    }
+
+    /// Records one entry at the end of a resident `stream`, in one lookup: `None` when the
+    /// stream is not resident (nothing recorded); `Some(Err(length))` when `seq` is given and
+    /// is not the stream's length (nothing recorded).
+    pub(crate) fn push_resident(
+        &mut self,
+        stream: &str,
+        seq: Option<u64>,
+        offset: u64,
+        len: u32,
+        open: bool,
+    ) -> Option<core::result::Result<(), u64>> {
+        let s = self.streams.get_mut(stream)?;
+        let position = s.offsets.len() as u64;
+        if seq.is_some_and(|seq| seq != position) {
+            return Some(Err(position));
+        }
+        s.offsets.push((offset, len));
+        // The open list changes only when the stream's state does (no allocation for
+        // the usual append to an open stream).
+        if s.open != open {
+            s.open = open;
+            if open {
+                self.open.insert(s.order, stream.to_string());
+            } else {
+                self.open.remove(&s.order);
+            }
+        }
+        self.entries += 1;
+        Some(Ok(()))
+    }
+
+    /// Records the first entry of a stream neither resident nor in the checkpoint.
+    pub(crate) fn push_new(&mut self, stream: String, offset: u64, len: u32, open: bool) {
         let order = self.base_streams() + self.order.len();
-        self.order.push(stream.to_string());
+        self.order.push(stream.clone());
+        if open {
+            self.open.insert(order, stream.clone());
+        }
         self.streams.insert(
-            stream.to_string(),
+            stream,
             StreamIndex {
                 offsets: alloc::vec![(offset, len)],
                 open,
                 order,
             },
         );
-        if open {
-            self.open.insert(order, stream.to_string());
-        }
         self.entries += 1;
-    }
-
-    /// The number of entries of a resident stream (`None`: not resident).
-    pub(crate) fn resident_len(&self, stream: &str) -> Option<u64> {
-        self.streams.get(stream).map(|s| s.offsets.len() as u64)
     }
 
     pub(crate) fn streams<S: Files + ?Sized>(&self, files: &mut S) -> Result<Vec<String>> {
