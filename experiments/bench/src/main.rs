@@ -89,7 +89,24 @@ fn run() -> Result<()> {
     let args = parse_args()?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let root = root.canonicalize().unwrap_or(root);
+    // The committed components (dist/, what every host loads), unless INTERLOCK_WASM names
+    // another: the CLI's own search prefers a build in the cargo target folder, which a
+    // release bench's folder may hold from long ago (a run measured such a stale gate). The
+    // CLI and `interlock serve` the `hosts` group starts are given the same.
+    for (var, name) in [
+        ("INTERLOCK_WASM", interlock_cli::runtime::DIST_WASM_NAME),
+        (
+            "INTERLOCK_HTTP_WASM",
+            interlock_cli::runtime::HTTP_WASM_NAME,
+        ),
+    ] {
+        if std::env::var_os(var).is_none() {
+            // Set before any thread is started.
+            std::env::set_var(var, root.join("dist").join(name));
+        }
+    }
     let wasm = interlock_cli::runtime::locate(None)?;
+    eprintln!("interlock-bench: the gate component {}", wasm.display());
     let home = std::env::var_os("HOME").map_or_else(std::env::temp_dir, PathBuf::from);
     let cache = home.join(".cache/interlock-bench");
     let cfg = benches::Config {
