@@ -18,7 +18,13 @@ step "format";  cargo fmt --all -- --check
                 cargo fmt --manifest-path adapters/journal/contract/Cargo.toml -- --check
                 cargo fmt --manifest-path tests/conformance/runner/Cargo.toml -- --check
                 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
-step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
+# The workspace's own crates are linted while `cargo test` builds them (step "tests"):
+# clippy-driver, rustc with clippy's lints, compiles the workspace members only
+# (RUSTC_WORKSPACE_WRAPPER), so the dependencies are built once, for the tests, instead of a
+# second time in check mode for clippy. The wrapper is part of each member's fingerprint:
+# every cargo command on this workspace below goes through it, or it would build them again.
+lint=(env RUSTC_WORKSPACE_WRAPPER="$(command -v clippy-driver)" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__)
+step "clippy: the components and the demo's CLI (the workspace: with the tests' build)"
                 cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 -- -D warnings
                 CARGO_TARGET_DIR="$CARGO_TARGET_DIR/gate-api" \
                   cargo clippy --manifest-path guest/component/Cargo.toml --target wasm32-wasip2 --features api -- -D warnings
@@ -34,9 +40,11 @@ step "clippy";  cargo clippy --workspace --all-targets -- -D warnings
 # and npm packages carry) must be bit for bit what their source builds with the pinned
 # toolchain: a component that differs fails here, named.
 step "components: dist/ is what its source builds"; bash scripts/build-wasm.sh --check
-step "tests";   cargo test --workspace   # core, adapters, CLI (conformance, crashes, kills), simulation, tamper, model check, fault table, bench --quick
+step "clippy on the workspace, building its tests"
+"${lint[@]}" cargo test --workspace --all-targets --no-run
+step "tests";   "${lint[@]}" cargo test --workspace   # core, adapters, CLI (conformance, crashes, kills), simulation, tamper, model check, fault table, bench --quick
 step "conformance vectors on the wasi:http component (interlock serve's: it exports the same gate)"
-INTERLOCK_WASM="$PWD/dist/interlock_http.wasm" cargo test -q --workspace --test conformance
+INTERLOCK_WASM="$PWD/dist/interlock_http.wasm" "${lint[@]}" cargo test -q --workspace --test conformance
 step "fuzz regressions"; cargo test --manifest-path fuzz/Cargo.toml
 step "python host"
 # The CLI binary `cargo test --workspace` built above (a separate `cargo build -p` would
@@ -75,5 +83,5 @@ step "many workers of every host on one shared journal, killed at random"
 # After the Node and Python hosts are set up: their workers join the CLI's (30 kills each on
 # SQLite and PostgreSQL; INTERLOCK_SHARED_KILLS=500 for results/shared-journal.md).
 INTERLOCK_PYTHON="${INTERLOCK_PY_VENV:-$PWD/hosts/python/.venv}/bin/python" INTERLOCK_NODE="$(command -v node)" \
-  cargo test -q -p interlock-cli --test shared_kill -- --ignored
+  "${lint[@]}" cargo test -q -p interlock-cli --test shared_kill -- --ignored
 step "done"
