@@ -18,12 +18,15 @@ step "format";  cargo fmt --all -- --check
                 cargo fmt --manifest-path adapters/journal/contract/Cargo.toml -- --check
                 cargo fmt --manifest-path tests/conformance/runner/Cargo.toml -- --check
                 cargo fmt --manifest-path fuzz/Cargo.toml -- --check
-# The workspace's own crates are linted while `cargo test` builds them (step "tests"):
+# The workspace's own crates are linted while `cargo test` builds them (step "clippy on the
+# workspace, building its tests"):
 # clippy-driver, rustc with clippy's lints, compiles the workspace members only
 # (RUSTC_WORKSPACE_WRAPPER), so the dependencies are built once, for the tests, instead of a
 # second time in check mode for clippy. The wrapper is part of each member's fingerprint:
 # every cargo command on this workspace below goes through it, or it would build them again.
-lint=(env RUSTC_WORKSPACE_WRAPPER="$(command -v clippy-driver)" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__)
+# No clippy-driver would leave the wrapper empty and the workspace unlinted: stop instead.
+clippy_driver=$(command -v clippy-driver) || { echo "test.sh: clippy-driver is missing (rustup component add clippy)" >&2; exit 1; }
+lint=(env RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS=-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__)
 step "clippy: the components and the demo's CLI (the workspace: with the tests' build)"
                 # One target folder for the three gates' checks: what their features share is
                 # checked once (a check uplifts no file, so the three cannot overwrite each other's).
